@@ -1,0 +1,3 @@
+from probe.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,73 @@
+"""Entry point of the ``probe`` command: parse, dispatch to one verb module, map errors to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from probe import __version__
+from probe.errors import EXIT_INFRA, EXIT_INTERRUPTED, ProbeError
+
+# Order = order in --help. Each name is a module probe.cli.<name>.
+VERBS: tuple[str, ...] = (
+    "scan", "run", "classify", "show", "merge", "diff", "gate", "recommend", "models", "gpus",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="probe",
+        description="Which vLLM / FlashInfer kernel backends load and run on which NVIDIA GPU, with evidence.",
+        epilog="Exit codes: 0 ok, 1 regression (gate), 2 usage error, 3 nothing to compare, "
+        "4 probe infrastructure failed, 5 partial result, 6 invalid input file, 130 interrupted.",
+    )
+    parser.add_argument("--version", action="version", version=f"probe {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")
+    parser.add_argument("--debug", action="store_true", help="show Python tracebacks for errors")
+    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    for name in VERBS:
+        module = importlib.import_module(f"probe.cli.{name}")
+        p = sub.add_parser(name, help=module.HELP, description=module.__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        module.configure_parser(p)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="probe: %(levelname)s: %(message)s", stream=sys.stderr)
+    if args.verb is None:
+        parser.print_help()
+        return 0
+    try:
+        return int(args._module.execute(args))
+    except ProbeError as exc:
+        if args.debug:
+            raise
+        print(f"probe {args.verb}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"probe {args.verb}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # Output piped into `head` etc.: exit quietly, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except Exception as exc:  # a bug in probe: say so plainly, keep the traceback behind --debug
+        if args.debug:
+            raise
+        print(f"probe {args.verb}: internal error: {type(exc).__name__}: {exc}\n"
+              "  (this is a bug in probe; re-run with --debug for the traceback)", file=sys.stderr)
+        return EXIT_INFRA
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
