@@ -34,5 +34,5 @@ def execute(args: argparse.Namespace) -> int:
         return 0
     table = [[r["target"], r["cc"], ", ".join(r["names"]), " ".join(r["families"]) or "-",
               "yes" if r["integrated"] else "", r["note"] or ""] for r in rows]
-    print(tabulate(table, headers=["target", "CC", "GPUs", "in families", "iGPU", "note"]))
+    print(tabulate(table, headers=["target", "CC", "GPUs", "in families", "iGPU", "note"], disable_numparse=True))
     return 0
