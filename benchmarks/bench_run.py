@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Benchmark `probe run`'s kernel-level MoE matrix: warm worker vs one fresh process per cell.
+
+Runs on a machine with a GPU and vLLM (the numbers in docs/probes.md come from the lent H100/H200):
+
+    python3 benchmarks/bench_run.py --out OUT [plan flags, e.g. --kinds moe --tp 1 --models 122b]
+        [--subset 24] [--skip-full]
+
+1. full: every planned cell through the sandbox runner with warm workers (wall time, outcome counts);
+2. side by side on the same N cells (spread evenly over the plan): warm workers vs ``isolate_all``
+   (a fresh child per cell) — the speed-up is the ratio of the two wall times.
+Writes OUT/bench_full.jsonl (one CellResult per line), OUT/bench_subset_{warm,isolated}.jsonl and
+OUT/bench_summary.json (the figures), and prints the summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from probe.probes.plan import add_plan_arguments, build_plan
+from probe.sandbox.runner import RunnerConfig, run_cells
+
+
+def _run(specs, isolate: bool, out: Path, label: str, journal=None) -> dict:
+    cfg = RunnerConfig(isolate_all=isolate)
+    t0 = time.perf_counter()
+    with (out / f"{label}.jsonl").open("w") as f:
+
+        def on_result(r) -> None:
+            f.write(r.model_dump_json() + "\n")
+            f.flush()
+            print(f"  [{label}] {r.id}: {r.outcome.value} {r.wall_s:.2f}s", file=sys.stderr, flush=True)
+
+        report = run_cells(specs, cfg, on_result=on_result, journal=journal)
+    wall = time.perf_counter() - t0
+    counts = collections.Counter(r.outcome.value for r in report.results)
+    return {
+        "cells": len(specs),
+        "wall_s": round(wall, 2),
+        "per_cell_s": round(wall / max(1, len(specs)), 3),
+        "outcomes": dict(counts),
+        "not_run": len(report.not_run),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_plan_arguments(ap)
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--subset", type=int, default=24, help="cells compared warm vs isolated (default 24)")
+    ap.add_argument("--skip-full", action="store_true", help="only the side-by-side subset")
+    ap.add_argument("--skip-subset", action="store_true", help="only the full warm run")
+    ap.add_argument("--journal", default=None, help="also journal the full run here (a later "
+                    "`probe run --resume --journal PATH` then skips these cells)")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    specs = [s for s in build_plan(args) if s.kind == "moe"]
+    summary: dict = {"command": " ".join(sys.argv), "planned_moe_cells": len(specs)}
+    prev = args.out / "bench_summary.json"
+    if args.skip_full and prev.is_file():   # a full run measured by an earlier call: keep its figures
+        old = json.loads(prev.read_text())
+        summary.update({k: v for k, v in old.items() if k in ("full_warm", "planned_moe_cells")})
+        summary["full_command"] = old.get("command")
+    if not args.skip_full:
+        if args.journal:
+            from probe.sandbox.journal import Journal, plan_hash
+
+            with Journal.open(args.journal, resume=True, run_meta={"plan_hash": plan_hash(specs)}) as j:
+                summary["full_warm"] = _run(specs, False, args.out, "bench_full", journal=j)
+        else:
+            summary["full_warm"] = _run(specs, False, args.out, "bench_full")
+    if args.skip_subset:
+        (args.out / "bench_summary.json").write_text(json.dumps(summary, indent=2))
+        print(json.dumps(summary, indent=2))
+        return 0
+    n = min(args.subset, len(specs))
+    step = max(1, len(specs) // max(1, n))
+    subset = specs[::step][:n]
+    summary["subset_ids"] = [s.id for s in subset]
+    summary["subset_warm"] = _run(subset, False, args.out, "bench_subset_warm")
+    summary["subset_isolated"] = _run(subset, True, args.out, "bench_subset_isolated")
+    w, i = summary["subset_warm"]["wall_s"], summary["subset_isolated"]["wall_s"]
+    summary["speedup_isolated_over_warm"] = round(i / w, 2) if w else None
+    if "full_warm" in summary:
+        cells = summary["planned_moe_cells"]
+        summary["full_isolated_extrapolated_s"] = round(summary["subset_isolated"]["per_cell_s"] * cells, 1)
+        summary["speedup_full_extrapolated"] = round(
+            summary["full_isolated_extrapolated_s"] / max(summary["full_warm"]["wall_s"], 1e-9), 2
+        )
+    (args.out / "bench_summary.json").write_text(json.dumps(summary, indent=2))
+    print(json.dumps({k: v for k, v in summary.items() if k != "subset_ids"}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,114 @@
+"""From scan records to loadability verdicts: the API the CLI and the backend view share.
+
+- :func:`file_codes` — the loadable targets of a file (SASS + PTX of ``.nv_fatbin``, bare files);
+- :func:`kernel_codes` — demangled kernel name -> the targets it exists in (needs ``--kernels``);
+- :func:`verdict_for` — what the driver would pick on a GPU (:func:`probe.arch.compat.best`);
+- :func:`container_coverage` — how many containers of a file load on a GPU;
+- :func:`file_verdicts` — every (file [, kernel], target) verdict of a report.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+
+from probe.arch.compat import Code, Decision, best
+from probe.arch.model import Entry, FileRecord, FileVerdict
+from probe.catalog.gpus import Gpu
+
+
+def entry_code(entry: Entry) -> Code | None:
+    """The :class:`Code` of an entry the driver can load, or None (relfatbin, LTO-IR, index ...)."""
+    if not entry.loadable or entry.kind not in ("sass", "ptx"):
+        return None
+    return Code("sass" if entry.kind == "sass" else "ptx", entry.sm, entry.suffix,  # type: ignore[arg-type]
+                entry.ptx_isa)
+
+
+def file_codes(record: FileRecord) -> list[Code]:
+    """Sorted, de-duplicated loadable codes of a file (PTX keeps its newest ISA version per target)."""
+    codes: dict[tuple[str, int, str], Code] = {}
+    for e in record.entries:
+        c = entry_code(e)
+        if c is None:
+            continue
+        key = (c.kind, c.sm, c.suffix)
+        old = codes.get(key)
+        if old is None or _isa_key(c.ptx_isa) > _isa_key(old.ptx_isa):
+            codes[key] = c
+    return sorted(codes.values(), key=lambda c: (c.kind != "sass", c.sm, c.suffix))
+
+
+def _isa_key(isa: str | None) -> tuple[int, int]:
+    if not isa:
+        return (0, 0)
+    m = re.match(r"(\d+)\.(\d+)", isa)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def kernel_codes(record: FileRecord) -> dict[str, list[Code]]:
+    """Demangled kernel name -> the loadable codes holding it. Empty unless scanned with kernels."""
+    out: dict[str, list[Code]] = {}
+    if not record.kernels:
+        return out
+    for k in record.kernels:
+        codes = [Code.parse(label) for label in k.codes]
+        out.setdefault(k.name, [])
+        out[k.name] = sorted(set(out[k.name]) | set(codes), key=lambda c: (c.kind != "sass", c.sm, c.suffix))
+    return out
+
+
+def verdict_for(codes: Iterable[Code], gpu: Gpu) -> Decision:
+    """The verdict the driver would reach on ``gpu`` for a set of codes."""
+    return best(codes, gpu)
+
+
+def container_coverage(record: FileRecord, gpu: Gpu) -> tuple[int, int]:
+    """(containers with at least one entry loadable on ``gpu``, loadable containers in total)."""
+    by_container: dict[int, list[Code]] = {}
+    for e in record.entries:
+        c = entry_code(e)
+        if c is not None:
+            by_container.setdefault(e.container, []).append(c)
+    ok = sum(1 for codes in by_container.values() if best(codes, gpu).verdict.loadable)
+    return ok, len(by_container)
+
+
+def labels(codes: Iterable[Code]) -> list[str]:
+    return [c.label for c in codes]
+
+
+def file_verdicts(files: Sequence[FileRecord], gpus: Sequence[Gpu], *,
+                  per_kernel: bool = False) -> list[FileVerdict]:
+    """Verdict rows for every file with device code (and every kernel when ``per_kernel``).
+
+    Decisions are memoised by code set: thousands of cubins share a handful of target sets.
+    """
+    rows: list[FileVerdict] = []
+    memo: dict[tuple[tuple[Code, ...], int], Decision] = {}
+
+    def decide_set(codes: Sequence[Code], gpu: Gpu) -> Decision:
+        key = (tuple(codes), gpu.sm)
+        d = memo.get(key)
+        if d is None:
+            d = memo[key] = verdict_for(codes, gpu)
+        return d
+
+    for rec in files:
+        codes = file_codes(rec)
+        if not codes:
+            continue
+        kcodes = kernel_codes(rec) if per_kernel else {}
+        for gpu in gpus:
+            d = decide_set(codes, gpu)
+            ok, total = container_coverage(rec, gpu) if rec.containers > 1 else (
+                (1 if d.verdict.loadable else 0), 1)
+            rows.append(FileVerdict(path=rec.path, target=gpu.label, verdict=d.verdict.value,
+                                    via=d.code.label if d.code else None, reason=d.reason,
+                                    min_driver=d.min_driver, containers_loadable=ok, containers=total))
+            for name, kc in kcodes.items():
+                kd = decide_set(kc, gpu)
+                rows.append(FileVerdict(path=rec.path, target=gpu.label, kernel=name,
+                                        verdict=kd.verdict.value, via=kd.code.label if kd.code else None,
+                                        reason=kd.reason, min_driver=kd.min_driver))
+    return rows

@@ -1,0 +1,97 @@
+"""CI gate: compare the current image's matrix with a baseline and fail on regressions.
+
+Regressions: a cell that passed and now fails (or is missing), a required arch lost
+(--require-arch sm_110a:PATTERN, PATTERN = a file name/path or kernel name, glob or substring), a
+model whose recommendation disappears, or whose best pair got slower than --slowdown.
+
+Exit codes: 0 nothing regressed; 1 regression found; 2 usage/config error; 3 nothing to compare;
+4 probe infrastructure failed (the current run recorded an infra failure or lost most cells);
+6 bad matrix file. Writes --junit XML, a Markdown summary to $GITHUB_STEP_SUMMARY (or --summary),
+and ::error annotations when $GITHUB_ACTIONS=true.
+
+Example:  probe gate --baseline published.json --current matrix.json --models 122b,35b \\
+            --require-arch 'sm_110a:*_moe_C*' --junit gate.xml
+"""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "fail CI when the current matrix regressed against a baseline"
+
+
+def configure_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--baseline", required=True, metavar="OLD", help="baseline matrix (last published)")
+    p.add_argument("--current", required=True, metavar="NEW", help="matrix of the image under test")
+    p.add_argument(
+        "--models",
+        help="comma-separated models whose recommendation must survive "
+        "(default: the models the matrices cover)",
+    )
+    p.add_argument(
+        "--require-arch",
+        action="append",
+        default=[],
+        metavar="ARCH:PATTERN",
+        help="an arch that must stay in matching files/kernels (repeatable)",
+    )
+    p.add_argument(
+        "--slowdown",
+        type=float,
+        default=0.10,
+        help="allowed slowdown of a model's best pair, as a fraction (default 0.10)",
+    )
+    p.add_argument(
+        "--max-missing",
+        type=float,
+        default=0.5,
+        help="fraction of baseline cells that may be missing before it counts as an "
+        "infrastructure failure (default 0.5)",
+    )
+    p.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    p.add_argument(
+        "--summary",
+        metavar="FILE",
+        help="append the Markdown summary to FILE (default: $GITHUB_STEP_SUMMARY when set)",
+    )
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def execute(args: argparse.Namespace) -> int:
+    import json
+    import os
+
+    from probe.matrix.gate import gate_junit, gate_markdown, github_annotations, run_gate
+    from probe.matrix.io import load_matrix, write_text_atomic
+
+    baseline, current = load_matrix(args.baseline), load_matrix(args.current)
+    models = None
+    if args.models:
+        from probe.catalog.models import resolve_model
+
+        models = [resolve_model(m.strip()).name for m in args.models.split(",") if m.strip()]
+    rep = run_gate(
+        baseline,
+        current,
+        models=models,
+        required=args.require_arch,
+        slowdown=args.slowdown,
+        max_missing=args.max_missing,
+    )
+    md = gate_markdown(rep, baseline, current)
+    if args.junit:
+        write_text_atomic(args.junit, gate_junit(rep))
+    summary = args.summary or os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        with open(summary, "a", encoding="utf-8") as fh:
+            fh.write(md)
+    if os.environ.get("GITHUB_ACTIONS") == "true":
+        for line in github_annotations(rep):
+            print(line)
+    if args.json:
+        print(json.dumps(rep.to_dict(), indent=1))
+    else:
+        print(f"probe gate: {rep.verdict} (exit {rep.exit_code})")
+        for c in rep.checks:
+            print(f"  [{'ok' if c.ok else 'FAIL'}] {c.group}: {c.message}")
+    return rep.exit_code

@@ -1,0 +1,82 @@
+"""The vLLM flags for a model on a GPU, from the evidence (measured > predicted + field reports).
+
+Examples:
+  probe recommend --model 122b                       (GPU of the measured matrix in matrices/)
+  probe recommend --model 35b --gpu sm_110a --json
+  probe recommend --model ./my-model/config.json --matrix matrix.json
+Default --matrix: $PROBE_MATRICES, else ./matrices, else the matrices/ folder of the probe checkout.
+Exit: 0 answered; 2 usage error (unknown model / GPU); 3 no working pair in the evidence; 6 bad matrix.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+HELP = "print the vLLM flags that work for a model on a GPU, with the evidence"
+
+
+def configure_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="profile name / alias (122b), HF id, config.json or folder")
+    p.add_argument("--matrix", action="append", metavar="PATH", help="matrix file or folder (repeatable)")
+    p.add_argument("--gpu", help="target GPU (sm_110a, 12.0, thor, H100); default: the measured matrix's GPU")
+    p.add_argument(
+        "--quant",
+        choices=("bf16", "fp8", "fp8_block", "nvfp4", "int4_w4a16", "mxfp4"),
+        help="quant format (default: the profile's)",
+    )
+    p.add_argument("--tp", type=int, help="only evidence at this tensor-parallel degree")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def execute(args: argparse.Namespace) -> int:
+    import json
+    import shlex
+    from pathlib import Path
+
+    from probe.errors import EXIT_NOTHING_TO_COMPARE
+    from probe.recommend.engine import recommend
+
+    r = recommend(
+        args.model,
+        matrices=[Path(m) for m in args.matrix] if args.matrix else None,
+        gpu=args.gpu,
+        quant=args.quant,
+        tp=args.tp,
+    )
+    found = bool(r["attention_backend"] or r["moe_backend"])
+    if args.json:
+        print(json.dumps(r, indent=1))
+        return 0 if found else EXIT_NOTHING_TO_COMPARE
+    print(
+        f"{r['model']} ({r['quant']}) on {r['gpu']} ({r['gpu_name']}) — evidence: "
+        + ("measured on this GPU" if r["basis"] == "measured" else "static predictions + field reports")
+    )
+    for n in r["notes"]:
+        print(f"note: {n}")
+    if found:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in r["env"].items())
+        print("\n  " + (env + " " if env else "") + "vllm serve <model> " + shlex.join(r["flags"]))
+        print(f"  (flags spelled for vLLM {r['vllm_version'] or 'unknown'})\n")
+        print("why:")
+        for e in r["evidence"]:
+            cite = f" — {e['citation']}" if e.get("citation") else ""
+            cause = f" ({e['root_cause']})" if e.get("root_cause") else ""
+            print(f"  {e['role']:10} {e['outcome']:15} [{e['source']}] {e['id']}{cause}{cite}")
+        if r["speed"]:
+            s = r["speed"]
+            ru = r["runner_up"]
+            print(
+                f"  {s['ratio']:.2f}x vs the runner-up {ru['moe_backend'] or '-'} + "
+                f"{ru['attention_backend']} "
+                f"({s['metric']}: {s['best']:g} vs {s['runner_up']:g})"
+            )
+        elif r["runner_up"]:
+            ru = r["runner_up"]
+            print(
+                f"  runner-up: {ru['moe_backend'] or '-'} + {ru['attention_backend']} (no timings to compare)"
+            )
+    if r["warnings"]:
+        print("warnings:")
+        for w in r["warnings"]:
+            print(f"  - {w}")
+    return 0 if found else EXIT_NOTHING_TO_COMPARE

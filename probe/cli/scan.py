@@ -1,0 +1,268 @@
+"""List the SASS / PTX targets of every compiled extension, with a verdict for each target GPU.
+
+Reads ELF section tables and fatbin headers only (no CUDA, no torch, no GPU needed). Without
+PATHs it scans the running interpreter's site-packages; --python scans another environment.
+
+Verdicts: sass (exact SASS), sass-compatible (same major & lower minor, or family), ptx-jit
+(PTX the driver JIT-compiles at first load; needs a driver that knows its PTX ISA), none.
+
+Examples:
+  probe scan                                  # this environment, local GPU (else the catalog)
+  probe scan --target sm_110a --target sm_120 /path/to/site-packages
+  probe scan vllm-0.33.0-cp38-abi3-manylinux_2_31_x86_64.whl --kernels --json
+  probe scan --python /opt/venv/bin/python --caches --all-targets --format md
+
+Exit codes: 0 all files read, 5 some files could not be read (listed, counted), 2 bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from probe.arch.model import ScanReport
+    from probe.catalog.gpus import Gpu
+
+HELP = "list SASS/PTX targets of compiled extensions, per file and per kernel, with verdicts per GPU"
+
+
+def configure_parser(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="files, folders or .whl files (default: this interpreter's site-packages)")
+    p.add_argument("--python", metavar="PY", help="scan the site-packages of another Python interpreter")
+    p.add_argument("--caches", action="store_true",
+                   help="also scan the FlashInfer JIT/cubin, torch-extension and Triton caches")
+    p.add_argument("--kernels", action="store_true",
+                   help="decompress payloads and list kernel entry points (demangled) per target")
+    p.add_argument("--target", action="append", default=[], metavar="GPU",
+                   help="target GPU (sm_110a, 12.0, H100 ...); repeatable")
+    p.add_argument("--all-targets", action="store_true", help="every GPU of the catalog")
+    p.add_argument("--format", choices=("table", "md", "json"), default="table")
+    p.add_argument("--json", action="store_true", help="same as --format json")
+    p.add_argument("--verify-with-cuobjdump", action="store_true",
+                   help="also run cuobjdump --list-elf/--list-ptx on each file and report disagreements")
+    p.add_argument("--backends", action="store_true", help="add the backend x target table")
+    p.add_argument("--all-files", action="store_true",
+                   help="table output: also list files without device code")
+    p.add_argument("--no-cache", action="store_true", help="ignore and do not update the result cache")
+    p.add_argument("--jobs", type=int, default=None, metavar="N", help="reader threads (default: up to 4)")
+    p.add_argument("--output", "-o", metavar="FILE", help="write the output to FILE instead of stdout")
+
+
+def resolve_targets(args: argparse.Namespace) -> tuple[list[Gpu], str]:
+    from probe.arch.localgpu import local_gpus
+    from probe.catalog.gpus import catalog, parse_target
+
+    if args.target and args.all_targets:
+        from probe.errors import UsageError
+
+        raise UsageError("--target and --all-targets exclude each other")
+    if args.target:
+        seen: dict[int, Gpu] = {}
+        for t in args.target:
+            g = parse_target(t)
+            seen.setdefault(g.sm, g)
+        return list(seen.values()), "argument"
+    if not args.all_targets:
+        local = local_gpus()
+        if local:
+            gpus = {}
+            for lg in local:
+                gpus.setdefault(lg.sm, parse_target(f"sm_{lg.sm}"))
+            return list(gpus.values()), "local-gpu"
+    return list(catalog().gpus), "catalog"
+
+
+def execute(args: argparse.Namespace) -> int:
+    import time
+
+    from probe.arch.scan import build_report, cache_roots, default_roots, scan_paths
+    from probe.errors import EXIT_OK, EXIT_PARTIAL, UsageError
+
+    if args.json:
+        args.format = "json"
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be >= 1")
+    gpus, source = resolve_targets(args)
+
+    roots: list[str] = []
+    labels: dict[str, str] = {}
+    if args.paths:
+        roots = [os.path.abspath(p) for p in args.paths]
+        if args.python:
+            roots += default_roots(args.python)
+    else:
+        roots = default_roots(args.python)
+    if args.caches:
+        site_dirs = default_roots(args.python) if args.python or not args.paths else []
+        for d, label in cache_roots(site_dirs):
+            if d not in roots:
+                roots.append(d)
+            labels[d] = label
+
+    t0 = time.perf_counter()
+    files = scan_paths(roots, kernels=args.kernels, use_cache=not args.no_cache, jobs=args.jobs,
+                       labels=labels)
+    report = build_report(files, gpus, source=source, per_kernel=args.kernels, roots=roots,
+                          seconds=time.perf_counter() - t0)
+    if args.verify_with_cuobjdump:
+        from probe.arch.cuobjdump import verify_files
+
+        report.verify = verify_files(report.files)
+
+    backend_rows = _backend_view(report, gpus) if args.backends else None
+    text = render(report, args.format, gpus, kernels=args.kernels, all_files=args.all_files,
+                  backend_rows=backend_rows)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.output}: {exc.strerror}") from None
+    else:
+        sys.stdout.write(text)
+    partial = report.summary.errors > 0 or bool(report.verify and (report.verify.disagreements
+                                                                    or report.verify.errors))
+    return EXIT_PARTIAL if partial else EXIT_OK
+
+
+def _backend_view(report: ScanReport, gpus: list[Gpu]) -> Any:
+    """The backend x target view from ``probe.arch.backends.backend_table`` when it is installed."""
+    import importlib
+
+    from probe.errors import UsageError
+
+    try:
+        mod = importlib.import_module("probe.arch.backends")
+    except ModuleNotFoundError as exc:
+        if exc.name != "probe.arch.backends":
+            raise
+        raise UsageError("--backends: the backend view (probe.arch.backends) is not part of this build") from None
+    return mod.backend_table(report, gpus)
+
+
+def _display_path(path: str, roots: list[str]) -> str:
+    for r in sorted(roots, key=len, reverse=True):
+        if path.startswith(r.rstrip("/") + "/"):
+            base = os.path.basename(r.rstrip("/"))
+            return f"{base}/{path[len(r.rstrip('/')) + 1:]}" if base in ("site-packages", "dist-packages") \
+                else path[len(r.rstrip("/")) + 1:] or path
+    return path
+
+
+def render(report: ScanReport, fmt: str, gpus: list[Gpu], *, kernels: bool = False,
+           all_files: bool = False, backend_rows: Any = None) -> str:
+    if fmt == "json":
+        data = report.model_dump(mode="json")
+        if backend_rows is not None:
+            data["backends"] = backend_rows if not isinstance(backend_rows, str) else backend_rows
+        import json
+
+        return json.dumps(data, indent=1) + "\n"
+    from tabulate import tabulate
+
+    from probe.arch.verdicts import file_codes
+
+    tablefmt = "github" if fmt == "md" else "simple"
+    verdict = {(v.path, v.target, v.kernel): v for v in report.verdicts}
+    targets = [g.label for g in gpus]
+    out: list[str] = []
+    rows = []
+    for f in report.files:
+        if not f.entries and not all_files:
+            continue
+        codes = file_codes(f)
+        sass = " ".join(c.label for c in codes if c.kind == "sass") or "-"
+        ptx = " ".join(c.label for c in codes if c.kind == "ptx") or "-"
+        other = sorted({e.arch or e.kind for e in f.entries if not e.loadable})
+        row = [_display_path(f.path, report.roots), f.package or "-", sass, ptx]
+        if other:
+            row[3] += f" (+not loaded: {' '.join(x for x in other if x)})"
+        for t in targets:
+            v = verdict.get((f.path, t, None))
+            cell = v.verdict if v else "none"
+            if v and v.containers and v.containers_loadable is not None and v.verdict != "none" \
+                    and v.containers_loadable < v.containers:
+                cell += f" {v.containers_loadable}/{v.containers}"
+            row.append(cell)
+        rows.append(row)
+    if len(rows) > GROUP_ABOVE and not all_files:
+        rows = _group_rows(rows)
+    title = "## Device code per file\n\n" if fmt == "md" else ""
+    if rows:
+        out.append(title + tabulate(rows, headers=["file", "package", "SASS", "PTX", *targets],
+                                    tablefmt=tablefmt, disable_numparse=True))
+    else:
+        out.append("no device code found")
+    if kernels:
+        krows = []
+        for f in report.files:
+            for k in f.kernels or []:
+                name = k.name if fmt == "md" or len(k.name) <= 100 else k.name[:97] + "..."
+                row = [_display_path(f.path, report.roots), name, " ".join(k.codes) or "-"]
+                for t in targets:
+                    v = verdict.get((f.path, t, k.name))
+                    row.append(v.verdict if v else "none")
+                krows.append(row)
+        if krows:
+            out.append(("## Kernels\n\n" if fmt == "md" else "") + tabulate(
+                krows, headers=["file", "kernel", "targets", *targets], tablefmt=tablefmt,
+                disable_numparse=True))
+    if backend_rows:
+        if isinstance(backend_rows, str):
+            out.append(backend_rows)
+        else:
+            out.append(("## Backends\n\n" if fmt == "md" else "") + tabulate(
+                backend_rows, headers="keys", tablefmt=tablefmt, disable_numparse=True))
+    errors = [[_display_path(f.path, report.roots), f.error] for f in report.files if f.error]
+    if errors:
+        out.append(("## Errors\n\n" if fmt == "md" else "") + tabulate(
+            errors, headers=["file", "error"], tablefmt=tablefmt, disable_numparse=True))
+    if report.verify is not None:
+        out.append(_render_verify(report, tablefmt))
+    s = report.summary
+    src = {"local-gpu": "the local GPU", "argument": "the given targets", "catalog": "the GPU catalog"}
+    line = (f"{s.files} files scanned, {s.with_device_code} with device code ({s.containers} containers, "
+            f"{s.entries} entries), {s.errors} with errors"
+            + (f", {s.cached} from cache" if s.cached else "")
+            + (f", {s.seconds:.2f} s" if s.seconds is not None else "")
+            + f"; verdicts for {src.get(report.targets[0].source if report.targets else '', 'no targets')}.")
+    out.append(line)
+    out.append("verdicts: sass = exact SASS, sass-compatible = SASS of the same major / family, "
+               "ptx-jit = PTX JIT-compiled at first load, none = no kernel image (error 209); "
+               "n/m = containers loadable.")
+    return "\n\n".join(out) + "\n"
+
+
+GROUP_ABOVE = 200
+
+
+def _group_rows(rows: list[list[str]]) -> list[list[str]]:
+    """Many files (e.g. 16k FlashInfer cubins): one row per folder and identical target set."""
+    groups: dict[tuple[str, ...], int] = {}
+    for r in rows:
+        key = (os.path.dirname(r[0]) + "/", *r[1:])
+        groups[key] = groups.get(key, 0) + 1
+    return [[f"{k[0]} ({n} file{'s' if n > 1 else ''})", *k[1:]] for k, n in groups.items()]
+
+
+def _render_verify(report: ScanReport, tablefmt: str) -> str:
+    from tabulate import tabulate
+
+    v = report.verify
+    assert v is not None
+    if v.cuobjdump is None:
+        return "cuobjdump verification: cuobjdump not found (install nvidia-cuda-cuobjdump or set CUDA_HOME)"
+    lines = [f"cuobjdump verification ({v.cuobjdump}): {v.files_agree}/{v.files_checked} files agree"]
+    if v.disagreements:
+        lines.append(tabulate([[d.get("path"), d.get("what"), d.get("probe"), d.get("cuobjdump")]
+                               for d in v.disagreements],
+                              headers=["file", "listing", "probe only", "cuobjdump only"],
+                              tablefmt=tablefmt, disable_numparse=True))
+    if v.errors:
+        lines.append(tabulate([[e.get("path"), e.get("error")] for e in v.errors],
+                              headers=["file", "cuobjdump error"], tablefmt=tablefmt, disable_numparse=True))
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""The published matrix: schema, build, render (table / Markdown / JUnit / HTML), merge, diff, gate."""

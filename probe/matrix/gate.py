@@ -1,0 +1,227 @@
+"""``probe gate``: decide whether the current image regressed against a baseline matrix.
+
+Exit codes: 0 nothing regressed, 1 regression, 2 usage/config error, 3 nothing to compare,
+4 probe infrastructure failed (current run recorded an infra failure, or too many cells missing),
+6 a matrix file is invalid.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from typing import Any
+
+from probe.errors import EXIT_INFRA, EXIT_NOTHING_TO_COMPARE, EXIT_OK, EXIT_REGRESSION, UsageError
+from probe.matrix.compare import Comparison, compare, pattern_matches_any, require_arch
+from probe.matrix.schema import Matrix
+
+
+@dataclass
+class Check:
+    group: str  # cells / arch / recommendation / infra
+    name: str
+    ok: bool
+    message: str
+
+
+@dataclass
+class GateReport:
+    exit_code: int
+    verdict: str
+    checks: list[Check] = field(default_factory=list)
+    comparison: Comparison | None = None
+
+    @property
+    def regressions(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "exit_code": self.exit_code,
+            "verdict": self.verdict,
+            "regressions": [c.__dict__ for c in self.regressions],
+            "checks": [c.__dict__ for c in self.checks],
+            "comparison": self.comparison.to_dict() if self.comparison else None,
+        }
+
+
+def run_gate(
+    baseline: Matrix,
+    current: Matrix,
+    *,
+    models: list[str] | None = None,
+    required: list[str] | None = None,
+    slowdown: float = 0.10,
+    max_missing: float = 0.5,
+) -> GateReport:
+    if slowdown < 0:
+        raise UsageError("--slowdown must be >= 0 (a fraction, e.g. 0.10 for 10 %)")
+    for spec in required or []:
+        _arch, _, pattern = spec.partition(":")
+        if not pattern:
+            raise UsageError(f"--require-arch {spec!r}: expected ARCH:PATTERN, e.g. sm_110a:*_moe_C*")
+        if not pattern_matches_any(baseline, pattern) and not pattern_matches_any(current, pattern):
+            raise UsageError(
+                f"--require-arch {spec!r}: no file or kernel in either matrix's static section "
+                f"matches {pattern!r}"
+            )
+    checks: list[Check] = []
+    if current.run.status == "infra_failed":
+        checks.append(
+            Check(
+                "infra",
+                "probe run",
+                False,
+                f"the current probe run failed: {current.run.infra_error or 'infrastructure failure'}",
+            )
+        )
+        return GateReport(EXIT_INFRA, "probe infrastructure failed", checks)
+    cmp = compare(baseline, current, models=models)
+    if cmp.baseline_cells and cmp.current_cells == 0 and not required:
+        checks.append(Check("infra", "cells", False, "the current matrix has no measured cells"))
+        return GateReport(EXIT_INFRA, "probe infrastructure failed", checks, cmp)
+    if cmp.baseline_cells:
+        missing = sum(1 for c in cmp.cells if c.new is None and c.old is not None)
+        if missing / cmp.baseline_cells > max_missing:
+            checks.append(
+                Check(
+                    "infra",
+                    "cells",
+                    False,
+                    f"{missing} of {cmp.baseline_cells} baseline cells are missing from the current "
+                    f"run (more than {max_missing:.0%}): the prober did not finish",
+                )
+            )
+            return GateReport(EXIT_INFRA, "probe infrastructure failed", checks, cmp)
+    if cmp.common_cells == 0 and not required and not cmp.recommendations:
+        return GateReport(EXIT_NOTHING_TO_COMPARE, "nothing to compare", checks, cmp)
+    for ch in cmp.cells:
+        if ch.regression:
+            checks.append(
+                Check(
+                    "cells",
+                    ch.id,
+                    False,
+                    f"{ch.id}: {ch.old} -> {ch.new}" + (f" ({ch.root_cause})" if ch.root_cause else ""),
+                )
+            )
+        elif ch.old == "ok" and ch.new is None:
+            checks.append(Check("cells", ch.id, False, f"{ch.id}: passed in the baseline, missing now"))
+    n_cell_regs = sum(1 for c in checks if c.group == "cells")
+    if not n_cell_regs:
+        checks.append(
+            Check("cells", "cells", True, f"{cmp.common_cells} common cells compared, none regressed")
+        )
+    for spec in required or []:
+        arch, hits = require_arch(current, spec)
+        _, old_hits = require_arch(baseline, spec)
+        if hits:
+            checks.append(Check("arch", spec, True, f"{arch} present in {', '.join(hits)}"))
+        else:
+            lost = f" (the baseline had it in {', '.join(old_hits)})" if old_hits else ""
+            checks.append(
+                Check("arch", spec, False, f"required {arch} missing from {spec.partition(':')[2]}{lost}")
+            )
+    for rc in cmp.recommendations:
+        old_pair, new_pair = rc.pair("old"), rc.pair("new")
+        if old_pair and not new_pair:
+            checks.append(
+                Check(
+                    "recommendation",
+                    rc.model,
+                    False,
+                    f"{rc.model}: the recommendation disappeared (was {old_pair}; no working pair now)",
+                )
+            )
+        elif old_pair and new_pair and rc.slowdown is not None and rc.slowdown > slowdown:
+            checks.append(
+                Check(
+                    "recommendation",
+                    rc.model,
+                    False,
+                    f"{rc.model}: best pair {new_pair} is {rc.slowdown:.0%} slower than the baseline's "
+                    f"{old_pair} (threshold {slowdown:.0%})",
+                )
+            )
+        else:
+            extra = f", {rc.slowdown:+.1%} time" if rc.slowdown is not None else ""
+            checks.append(
+                Check(
+                    "recommendation",
+                    rc.model,
+                    True,
+                    f"{rc.model}: {old_pair or 'none'} -> {new_pair or 'none'}{extra}",
+                )
+            )
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        return GateReport(EXIT_REGRESSION, f"{len(failed)} regression(s)", checks, cmp)
+    return GateReport(EXIT_OK, "no regression", checks, cmp)
+
+
+def gate_markdown(rep: GateReport, baseline: Matrix, current: Matrix) -> str:
+    icon = {0: "✅", 1: "❌", 3: "⚠️", 4: "🛑"}.get(rep.exit_code, "")
+
+    def esc(s: str) -> str:
+        return s.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+    lines = [
+        f"## probe gate: {icon} {rep.verdict}",
+        "",
+        f"- baseline: `{esc(baseline.column_label())}` ({baseline.provenance.created_at})",
+        f"- current: `{esc(current.column_label())}` ({current.provenance.created_at})",
+        "",
+    ]
+    if rep.checks:
+        lines += ["| check | result | detail |", "|---|---|---|"]
+        for c in rep.checks:
+            result = "ok" if c.ok else ("**FAILED**" if c.group == "infra" else "**REGRESSION**")
+            lines.append(f"| {esc(c.group)}: {esc(c.name)} | {result} | {esc(c.message)} |")
+    cmp = rep.comparison
+    if cmp and cmp.versions:
+        lines += [
+            "",
+            "Versions changed: " + ", ".join(f"{esc(k)} {o} → {n}" for k, (o, n) in cmp.versions.items()),
+        ]
+    if cmp and cmp.arches:
+        lines += [
+            "",
+            "Arches changed: "
+            + "; ".join(
+                f"{esc(a.path)}{'::' + esc(a.kernel) if a.kernel else ''} +{a.gained} -{a.lost}"
+                for a in cmp.arches
+            ),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def gate_junit(rep: GateReport) -> str:
+    root = ET.Element("testsuites", name="probe gate")
+    suite = ET.SubElement(
+        root,
+        "testsuite",
+        name="probe gate",
+        tests=str(len(rep.checks)),
+        failures=str(len(rep.regressions)),
+        errors="0",
+        skipped="0",
+    )
+    for c in rep.checks:
+        case = ET.SubElement(suite, "testcase", classname=f"probe.gate.{c.group}", name=c.name)
+        if not c.ok:
+            ET.SubElement(case, "failure", type=c.group, message=c.message).text = c.message
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def github_annotations(rep: GateReport) -> list[str]:
+    def esc(s: str) -> str:  # GitHub workflow-command escaping
+        return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+    def esc_prop(s: str) -> str:
+        return esc(s).replace(":", "%3A").replace(",", "%2C")
+
+    return [
+        f"::error title={esc_prop('probe gate: ' + c.group + ' ' + c.name)}::{esc(c.message)}"
+        for c in rep.regressions
+    ]

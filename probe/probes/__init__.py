@@ -1,0 +1,1 @@
+"""Probe functions run inside the sandboxed child (torch / vLLM imported lazily there)."""

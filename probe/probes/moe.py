@@ -1,0 +1,417 @@
+"""MoE probe: one MoE layer through vLLM's own code path, checked against a torch reference.
+
+quant config (vLLM's ``get_quantization_config(name).from_config(...)``, as a checkpoint's
+``quantization_config`` would give) -> FusedMoE layer under ``KernelConfig(moe_backend=X)`` (the oracle
+picks / refuses the backend here) -> the layer's own parameters filled with checkpoint-format tensors
+quantized from known bf16 weights (:mod:`probe.probes.quant_ref`) -> ``process_weights_after_loading``
+(backend repack / shuffle / swizzle) -> forward at batch 1 and 64, compared with a float32 torch
+reference computed from our own dequantization of the same checkpoint tensors -> timed with CUDA
+events (median after warm-up).
+
+Params: backend, quant, experts, hidden, intermediate (per TP shard), top_k, tp, model,
+batch_sizes (default [1, 64]), seed, iters, warmup.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from typing import Any
+
+from probe.cells import ProbeContext
+from probe.probes.common import result, skipped, unsupported
+
+log = logging.getLogger(__name__)
+
+QUANTS: tuple[str, ...] = ("bf16", "fp8", "fp8_block", "nvfp4", "int4_w4a16", "mxfp4")
+
+# quant scheme -> (vLLM quantization method name, config.json quantization_config, activation)
+QUANT_CONFIGS: dict[str, tuple[str | None, dict[str, Any] | None, str]] = {
+    "bf16": (None, None, "silu"),
+    "fp8": ("fp8", {"quant_method": "fp8", "activation_scheme": "dynamic"}, "silu"),
+    "fp8_block": (
+        "fp8",
+        {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]},
+        "silu",
+    ),
+    "nvfp4": (
+        "modelopt_fp4",
+        {
+            "quant_method": "modelopt",
+            "quant_algo": "NVFP4",
+            "group_size": 16,
+            "kv_cache_quant_algo": None,
+            "exclude_modules": [],
+        },
+        "silu",
+    ),
+    "int4_w4a16": (
+        "gptq_marlin",
+        {
+            "quant_method": "gptq",
+            "bits": 4,
+            "group_size": 128,
+            "desc_act": False,
+            "sym": True,
+            "lm_head": False,
+        },
+        "silu",
+    ),
+    "mxfp4": ("mxfp4", {"quant_method": "mxfp4"}, "swigluoai"),
+}
+
+GROUP_SIZE: dict[str, int] = {"nvfp4": 16, "mxfp4": 32, "int4_w4a16": 128}
+_STATE: dict[str, Any] = {}  # per-process (warm worker) one-time setup
+
+
+class _NoModelConfig:
+    """Stand-in for ModelConfig where an oracle only asks for the user's quantization override."""
+
+    quantization_config = None
+
+
+def estimate_mem_gib(experts: int, hidden: int, intermediate: int) -> float:
+    """GPU memory a MoE cell needs: bf16 weights + bf16 reference copy + checkpoint tensors + scratch."""
+    weights = experts * 3 * hidden * intermediate
+    return round(weights * 6 / 2**30 + 2.0, 1)
+
+
+def _ensure_runtime(torch: Any) -> None:
+    """Distributed (world 1) + workspace, once per process."""
+    if _STATE.get("ready"):
+        return
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.distributed import init_distributed_environment, initialize_model_parallel
+    from vllm.distributed.parallel_state import model_parallel_is_initialized
+
+    torch.cuda.set_device(0)
+    with set_current_vllm_config(VllmConfig()):
+        if not model_parallel_is_initialized():
+            init_distributed_environment(
+                world_size=1,
+                rank=0,
+                local_rank=0,
+                distributed_init_method=f"file://{tempfile.mkstemp()[1]}",
+                backend="nccl",
+            )
+            initialize_model_parallel(1, 1)
+    try:
+        from vllm.v1.worker.workspace import init_workspace_manager, is_workspace_manager_initialized
+
+        if not is_workspace_manager_initialized():
+            init_workspace_manager(torch.device("cuda:0"))
+    except ImportError:  # older vLLM: no workspace manager
+        pass
+    _STATE["ready"] = True
+
+
+def quantize_experts(
+    quant: str, w13: Any, w2: Any, torch: Any, chunk: int = 16
+) -> tuple[dict[str, Any], Any, Any]:
+    """bf16 weights -> (checkpoint tensors by vLLM parameter name, dequantized w13, w2 in bf16).
+
+    Works on ``chunk`` experts at a time (the E2M1 rounding needs ~8x the weights' size in scratch)
+    and concatenates along the expert dimension.
+    """
+    parts = [
+        _quantize_chunk(quant, w13[i : i + chunk], w2[i : i + chunk], torch)
+        for i in range(0, w13.shape[0], chunk)
+    ]
+    tensors = {k: torch.cat([p[0][k] for p in parts]) for k in parts[0][0]}
+    return tensors, torch.cat([p[1] for p in parts]), torch.cat([p[2] for p in parts])
+
+
+def _quantize_chunk(quant: str, w13: Any, w2: Any, torch: Any) -> tuple[dict[str, Any], Any, Any]:
+    t, r13, r2 = _quantize_chunk_f32(quant, w13, w2, torch)
+    return t, r13.to(torch.bfloat16), r2.to(torch.bfloat16)
+
+
+def _quantize_chunk_f32(quant: str, w13: Any, w2: Any, torch: Any) -> tuple[dict[str, Any], Any, Any]:
+    from probe.probes import quant_ref as q
+
+    e = w13.shape[0]
+    ones = lambda *s: torch.ones(*s, dtype=torch.float32, device=w13.device)  # noqa: E731
+    if quant == "bf16":
+        return {"w13_weight": w13, "w2_weight": w2}, w13.float(), w2.float()
+    if quant == "fp8":
+        inter = w13.shape[1] // 2
+        g_q, g_s = q.quant_fp8_per_tensor(w13[:, :inter])
+        u_q, u_s = q.quant_fp8_per_tensor(w13[:, inter:])
+        d_q, d_s = q.quant_fp8_per_tensor(w2)
+        t = {
+            "w13_weight": torch.cat([g_q, u_q], 1),
+            "w13_weight_scale": torch.stack([g_s, u_s], 1),
+            "w2_weight": d_q,
+            "w2_weight_scale": d_s,
+        }
+        r13 = torch.cat([g_q.float() * g_s[:, None, None], u_q.float() * u_s[:, None, None]], 1)
+        return t, r13, d_q.float() * d_s[:, None, None]
+    if quant == "fp8_block":
+        a_q, a_s = q.quant_fp8_block(w13)
+        d_q, d_s = q.quant_fp8_block(w2)
+        t = {
+            "w13_weight": a_q,
+            "w13_weight_scale_inv": a_s,
+            "w2_weight": d_q,
+            "w2_weight_scale_inv": d_s,
+            "w13_weight_scale": a_s,
+            "w2_weight_scale": d_s,
+        }
+        return t, q.dequant_fp8_block(a_q, a_s), q.dequant_fp8_block(d_q, d_s)
+    if quant == "nvfp4":
+        a_p, a_bs, a_g = q.quant_nvfp4(w13)  # one global scale per expert for gate+up (as ModelOpt)
+        d_p, d_bs, d_g = q.quant_nvfp4(w2)
+        t = {
+            "w13_weight": a_p,
+            "w13_weight_scale": a_bs,
+            "w13_weight_scale_2": (1.0 / a_g)[:, None].expand(e, 2).contiguous(),
+            "w13_input_scale": ones(e, 2),
+            "w2_weight": d_p,
+            "w2_weight_scale": d_bs,
+            "w2_weight_scale_2": 1.0 / d_g,
+            "w2_input_scale": ones(e),
+        }
+        return t, q.dequant_nvfp4(a_p, a_bs, a_g), q.dequant_nvfp4(d_p, d_bs, d_g)
+    if quant == "int4_w4a16":
+        a_p, a_s, a_q = q.quant_gptq_int4(w13)
+        d_p, d_s, d_q = q.quant_gptq_int4(w2)
+        h, inter = w13.shape[2], w2.shape[2]
+        ar = lambda n: torch.arange(n, dtype=torch.int32, device=w13.device).expand(e, n).contiguous()  # noqa: E731
+        t = {
+            "w13_qweight": a_p,
+            "w13_scales": a_s,
+            "w2_qweight": d_p,
+            "w2_scales": d_s,
+            "w13_g_idx": ar(h) // 128,
+            "w2_g_idx": ar(inter) // 128,
+            "w13_g_idx_sort_indices": ar(h),
+            "w2_g_idx_sort_indices": ar(inter),
+        }
+        return t, q.dequant_gptq_int4(a_q, a_s), q.dequant_gptq_int4(d_q, d_s)
+    if quant == "mxfp4":
+        a_p, a_s = q.quant_mxfp4(w13)
+        d_p, d_s = q.quant_mxfp4(w2)
+        t = {"w13_weight": a_p, "w13_weight_scale": a_s, "w2_weight": d_p, "w2_weight_scale": d_s}
+        return t, q.dequant_mxfp4(a_p, a_s), q.dequant_mxfp4(d_p, d_s)
+    raise ValueError(f"unknown quant scheme {quant!r}; known: {', '.join(QUANTS)}")
+
+
+def fill_parameters(module: Any, tensors: dict[str, Any], torch: Any) -> dict[str, Any]:
+    """Copy checkpoint tensors into the layer's own parameters (vLLM created names/shapes/dtypes)."""
+    notes: dict[str, Any] = {"filled": [], "zeroed": [], "padded": []}
+    for name, p in module.named_parameters(recurse=False):
+        src = tensors.get(name)
+        if src is None:
+            with torch.no_grad():
+                if name.endswith("input_scale"):
+                    p.data.fill_(1.0)
+                else:
+                    p.data.zero_()
+            notes["zeroed"].append(name)
+            continue
+        src = src.to(device=p.device)
+        if src.dtype != p.dtype:
+            src = (
+                src.to(p.dtype)
+                if p.dtype.is_floating_point or not src.dtype.is_floating_point
+                else src.view(p.dtype)
+            )
+        if tuple(src.shape) == tuple(p.shape):
+            p.data.copy_(src)
+        elif src.dim() == p.dim() and all(s <= d for s, d in zip(src.shape, p.shape, strict=True)):
+            p.data.zero_()
+            p.data[tuple(slice(0, s) for s in src.shape)].copy_(src)
+            notes["padded"].append(f"{name}: {list(src.shape)} -> {list(p.shape)}")
+        elif src.numel() == p.numel():
+            p.data.copy_(src.reshape(p.shape))
+        else:
+            raise RuntimeError(
+                f"probe cannot map checkpoint tensor {name} {list(src.shape)} "
+                f"onto vLLM parameter {list(p.shape)} {p.dtype}"
+            )
+        notes["filled"].append(name)
+    return notes
+
+
+def _selected_backend(method: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"quant_method_class": type(method).__name__}
+    for attr in (
+        "unquantized_backend",
+        "fp8_backend",
+        "nvfp4_backend",
+        "wna16_moe_backend",
+        "wna16_backend",
+        "mxfp4_backend",
+        "int8_backend",
+    ):
+        val = getattr(method, attr, None)
+        if val is not None:
+            out["selected_backend"] = getattr(val, "name", str(val))
+    for attr in ("experts_cls",):
+        val = getattr(method, attr, None)
+        if val is not None:
+            out["experts_class"] = getattr(val, "__name__", str(val))
+    kernel = getattr(method, "moe_kernel", None)
+    if kernel is not None:
+        fe = getattr(kernel, "fused_experts", None) or getattr(kernel, "experts", None)
+        if fe is not None:
+            out["kernel_experts_class"] = type(fe).__name__
+    return out
+
+
+def _time_ms(fn: Any, torch: Any, warmup: int, iters: int) -> float:
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
+    backend = str(params["backend"])
+    quant = str(params.get("quant", "bf16"))
+    e = int(params["experts"])
+    h = int(params["hidden"])
+    inter = int(params["intermediate"])
+    top_k = int(params.get("top_k", 8))
+    batch_sizes = [int(b) for b in params.get("batch_sizes", [1, 64])]
+    seed = int(params.get("seed", 0))
+    iters, warmup = int(params.get("iters", 10)), int(params.get("warmup", 3))
+    if quant not in QUANT_CONFIGS:
+        raise ValueError(f"unknown quant scheme {quant!r}; known: {', '.join(QUANTS)}")
+    if top_k > e:
+        return skipped(f"top_k={top_k} > experts={e}")
+    group = GROUP_SIZE.get(quant)
+    if group and (h % group or inter % group):
+        return skipped(f"{quant} checkpoints quantize in groups of {group} along K: hidden {h} and "
+                       f"intermediate {inter} must both be multiples of {group}")
+
+    ctx.phase("import")
+    import torch
+
+    if not torch.cuda.is_available():
+        return skipped("no CUDA device visible to torch")
+    from probe.probes import quant_ref, vllm_compat
+
+    reason = vllm_compat.moe_backend_skip_reason(backend)
+    if reason:
+        return skipped(reason)
+    from vllm.config import KernelConfig, VllmConfig, set_current_vllm_config
+    from vllm.forward_context import set_forward_context
+
+    _ensure_runtime(torch)
+    qname, qdict, activation = QUANT_CONFIGS[quant]
+    qcfg = vllm_compat.quant_config_class(qname).from_config(dict(qdict)) if qname else None
+    factory = vllm_compat.fused_moe_factory()
+    cfg = VllmConfig(kernel_config=KernelConfig(moe_backend=backend))
+    degraded: list[str] = []
+    if quant == "mxfp4" and cfg.model_config is None:
+        # the MXFP4 oracle reads model_config.quantization_config (a user override); no model here
+        object.__setattr__(cfg, "model_config", _NoModelConfig())
+        degraded.append("MXFP4: VllmConfig.model_config stubbed (quantization_config=None, no user override)")
+    details: dict[str, Any] = {
+        "vllm": vllm_compat.runtime_version(),
+        "activation": activation,
+        "reference": "float32 torch MoE over probe-dequantized checkpoint weights",
+        "metric": "relative L2 error",
+    }
+    timings: dict[str, float] = {}
+    torch.manual_seed(seed)
+    with set_current_vllm_config(cfg):
+        ctx.phase("build")
+        t0 = time.perf_counter()
+        try:
+            with torch.device("cuda"):
+                layer = factory(
+                    num_experts=e,
+                    top_k=top_k,
+                    hidden_size=h,
+                    intermediate_size=inter,
+                    params_dtype=torch.bfloat16,
+                    renormalize=True,
+                    quant_config=qcfg,
+                    tp_size=1,
+                    dp_size=1,
+                    prefix=f"probe.moe.{backend}.{quant}.{e}",
+                    activation=activation,
+                    has_bias=(quant == "mxfp4"),
+                )
+        except (ValueError, NotImplementedError) as exc:
+            if vllm_compat.is_refusal(exc):
+                return unsupported(f"{type(exc).__name__}: {exc}", details=details)
+            raise
+        timings["build_s"] = time.perf_counter() - t0
+        method = layer._quant_method
+        details.update(_selected_backend(method))
+        ctx.note("selected", details.get("selected_backend"))
+
+        ctx.phase("weights")
+        w13 = (torch.randn(e, 2 * inter, h, device="cuda", dtype=torch.float32) / (h**0.5)).to(torch.bfloat16)
+        w2 = (torch.randn(e, h, inter, device="cuda", dtype=torch.float32) / (inter**0.5)).to(torch.bfloat16)
+        tensors, r13, r2 = quantize_experts(quant, w13, w2, torch)
+        del w13, w2
+        notes = fill_parameters(layer.routed_experts, tensors, torch)
+        del tensors
+        details["params"] = notes
+        if notes["padded"]:
+            degraded.append("layer padded hidden/intermediate: " + "; ".join(notes["padded"]))
+
+        ctx.phase("process_weights")
+        t0 = time.perf_counter()
+        method.process_weights_after_loading(layer.routed_experts)
+        torch.cuda.synchronize()
+        timings["process_weights_s"] = time.perf_counter() - t0
+        details.update(_selected_backend(method))
+
+        ctx.phase("forward")
+        errors: dict[str, float] = {}
+        worst: float | None = 0.0
+        for m in batch_sizes:
+            x = torch.randn(m, h, device="cuda", dtype=torch.bfloat16)
+            logits = quant_ref.make_router_logits(m, e, top_k, seed + m, device="cuda")
+
+            def fwd(x: Any = x, logits: Any = logits, m: int = m, lay: Any = layer) -> Any:
+                dp = torch.tensor([m], dtype=torch.int, device="cuda")
+                with set_forward_context(None, cfg, num_tokens=m, num_tokens_across_dp=dp):
+                    return lay(x, logits)
+
+            y = fwd()
+            torch.cuda.synchronize()
+            ctx.phase("reference")
+            ref = quant_ref.torch_moe(x, logits, r13, r2, top_k, True, activation)
+            err, problem = quant_ref.check_output(y, ref)
+            if problem:
+                return result(
+                    "wrong_output",
+                    f"batch {m}: {problem}",
+                    timings=timings,
+                    details=details,
+                    degraded=degraded,
+                )
+            errors[f"b{m}"] = err
+            worst = max(worst or 0.0, err or 0.0)
+            ctx.phase("forward")
+            timings[f"forward_ms_b{m}"] = _time_ms(fwd, torch, warmup, iters)
+        details["errors"] = errors
+        details["tolerance"] = quant_ref.TOLERANCE[quant]
+    del r13, r2
+    if worst is not None and worst > quant_ref.TOLERANCE[quant]:
+        return result(
+            "wrong_output",
+            f"relative L2 error {worst:.3g} > tolerance {quant_ref.TOLERANCE[quant]} "
+            f"for {quant} (per batch: {errors})",
+            timings=timings,
+            ref_error=worst,
+            details=details,
+            degraded=degraded,
+        )
+    return result("ok", None, timings=timings, ref_error=worst, details=details, degraded=degraded)

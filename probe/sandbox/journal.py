@@ -1,0 +1,179 @@
+"""The run journal: JSON lines, one ``CellResult`` per line, fsync'ed after every cell.
+
+Line 1 is a header ``{"probe_journal": 1, "run_id": ..., "plan_hash": ..., "probe_version": ...,
+"started_at": ...}``; a resumed run appends a ``{"probe_journal": 1, "resumed_at": ...}`` line.
+Every other line is one ``CellResult`` (``probe.cells``) as JSON.
+
+Crash safety: each row is written with one ``write`` + ``fsync``. After a kill -9 of the prober the
+last line may be torn (no trailing newline): :meth:`Journal.open` ignores it and truncates it away
+before appending, so a resume loses nothing that was fsync'ed and re-runs the cell that was in flight.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from probe import __version__
+from probe.cells import CellResult, CellSpec
+from probe.errors import BadInputError, UsageError
+
+log = logging.getLogger(__name__)
+
+JOURNAL_VERSION = 1
+
+
+def plan_hash(specs: Iterable[CellSpec]) -> str:
+    h = hashlib.sha256()
+    for s in specs:
+        h.update(json.dumps(s.model_dump(mode="json"), sort_keys=True).encode())
+        h.update(b"\n")
+    return h.hexdigest()[:16]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def read_journal(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], list[CellResult], int]:
+    """Parse a journal. Returns (header lines, results, byte length of the intact part).
+
+    A final line without a newline (torn by a kill) is ignored; any other bad line is an error."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        return [], [], 0
+    except OSError as exc:
+        raise BadInputError(f"cannot read journal {p}: {exc}") from exc
+    good = data.rfind(b"\n") + 1
+    if good < len(data):
+        log.warning("journal %s: ignoring a torn last line (%d bytes)", p, len(data) - good)
+    headers: list[dict[str, Any]] = []
+    results: list[CellResult] = []
+    for n, line in enumerate(data[:good].split(b"\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise BadInputError(f"journal {p} line {n} is not JSON: {exc}") from exc
+        if not isinstance(obj, dict):
+            raise BadInputError(f"journal {p} line {n} is not a JSON object")
+        if "probe_journal" in obj:
+            if obj["probe_journal"] != JOURNAL_VERSION:
+                raise BadInputError(
+                    f"journal {p} has version {obj['probe_journal']}, expected {JOURNAL_VERSION}"
+                )
+            headers.append(obj)
+            continue
+        try:
+            results.append(CellResult.model_validate(obj))
+        except ValidationError as exc:
+            raise BadInputError(f"journal {p} line {n} is not a cell result: {exc}") from exc
+    if results and not headers:
+        raise BadInputError(f"journal {p} has no header line (not a probe journal?)")
+    return headers, results, good
+
+
+class Journal:
+    """Append-only, fsync'ed JSON-lines journal of cell results."""
+
+    def __init__(self, path: Path, fd: int, header: dict[str, Any], results: list[CellResult]) -> None:
+        self.path = path
+        self._fd = fd
+        self.header = header
+        self.results = results
+        self.done_ids: set[str] = {r.id for r in results}
+
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], *, resume: bool, run_meta: dict[str, Any] | None = None
+    ) -> Journal:
+        """Start a new journal (refuses to overwrite a non-empty one unless ``resume``) or resume one."""
+        p = Path(path)
+        meta = dict(run_meta or {})
+        headers, results, good = read_journal(p)
+        if headers or results:
+            if not resume:
+                raise UsageError(
+                    f"journal {p} already exists",
+                    hint="pass --resume to continue it, or choose another --journal path",
+                )
+            first = headers[0]
+            if meta.get("plan_hash") and first.get("plan_hash") and meta["plan_hash"] != first["plan_hash"]:
+                log.warning(
+                    "journal %s was written for another plan (hash %s, now %s); cells already "
+                    "recorded are kept and skipped by id",
+                    p,
+                    first["plan_hash"],
+                    meta["plan_hash"],
+                )
+            dups = len(results) - len({r.id for r in results})
+            if dups:
+                log.warning("journal %s holds %d duplicate cell rows; the first of each is used", p, dups)
+            fd = os.open(p, os.O_WRONLY | os.O_CREAT, 0o644)
+            os.ftruncate(fd, good)  # drop a torn last line
+            os.lseek(fd, 0, os.SEEK_END)
+            j = cls(p, fd, first, results)
+            j._write(
+                {
+                    "probe_journal": JOURNAL_VERSION,
+                    "resumed_at": _now(),
+                    "probe_version": __version__,
+                    **{k: v for k, v in meta.items() if k in ("plan_hash", "run_id")},
+                }
+            )
+            return j
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        header = {
+            "probe_journal": JOURNAL_VERSION,
+            "run_id": meta.pop("run_id", None),
+            "plan_hash": meta.pop("plan_hash", None),
+            "probe_version": __version__,
+            "started_at": _now(),
+            **meta,
+        }
+        j = cls(p, fd, header, [])
+        j._write(header)
+        return j
+
+    def _write(self, obj: dict[str, Any]) -> None:
+        data = (json.dumps(obj, separators=(",", ":"), default=str) + "\n").encode()
+        view = memoryview(data)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+        os.fsync(self._fd)
+
+    def append(self, result: CellResult) -> None:
+        if result.id in self.done_ids:
+            log.warning("cell %s is already in the journal; not written twice", result.id)
+            return
+        self._write(result.model_dump(mode="json"))
+        self.done_ids.add(result.id)
+        self.results.append(result)
+
+    @property
+    def run_id(self) -> str | None:
+        return self.header.get("run_id")
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,2 @@
+# Minimal stand-in for the enumeration surfaces of vLLM 0.16.0 (tests only; no torch).
+__version__ = "0.16.0"

@@ -1,0 +1,33 @@
+# Minimal stand-in for the enumeration surfaces of vLLM 0.26.0 (tests only; no torch).
+from enum import Enum
+
+
+class AttentionBackendEnum(Enum):
+    FLASH_ATTN = "vllm.fake.flash_attn"
+    FLASH_ATTN_DIFFKV = "vllm.fake.flash_attn_diffkv"
+    TRITON_ATTN = "vllm.fake.triton_attn"
+    TRITON_ATTN_DIFFKV = "vllm.fake.triton_attn_diffkv"
+    ROCM_ATTN = "vllm.fake.rocm_attn"
+    ROCM_AITER_MLA = "vllm.fake.rocm_aiter_mla"
+    ROCM_AITER_TRITON_MLA = "vllm.fake.rocm_aiter_triton_mla"
+    ROCM_AITER_FA = "vllm.fake.rocm_aiter_fa"
+    ROCM_AITER_MLA_SPARSE = "vllm.fake.rocm_aiter_mla_sparse"
+    XPU_MLA_SPARSE = "vllm.fake.xpu_mla_sparse"
+    TORCH_SDPA = "vllm.fake.torch_sdpa"
+    FLASHINFER = "vllm.fake.flashinfer"
+    FLASHINFER_MLA = "vllm.fake.flashinfer_mla"
+    TOKENSPEED_MLA = "vllm.fake.tokenspeed_mla"
+    FLASHINFER_MLA_SPARSE = "vllm.fake.flashinfer_mla_sparse"
+    FLASHINFER_MLA_SPARSE_SM120 = "vllm.fake.flashinfer_mla_sparse_sm120"
+    TRITON_MLA = "vllm.fake.triton_mla"
+    CUTLASS_MLA = "vllm.fake.cutlass_mla"
+    FLASHMLA = "vllm.fake.flashmla"
+    FLASHMLA_SPARSE = "vllm.fake.flashmla_sparse"
+    FLASHMLA_SPARSE_DSV4 = "vllm.fake.flashmla_sparse_dsv4"
+    FLASH_ATTN_MLA = "vllm.fake.flash_attn_mla"
+    FLASH_ATTN_MLA_SPARSE = "vllm.fake.flash_attn_mla_sparse"
+    NO_ATTENTION = "vllm.fake.no_attention"
+    FLEX_ATTENTION = "vllm.fake.flex_attention"
+    HPC_ATTN = "vllm.fake.hpc_attn"
+    CPU_ATTN = "vllm.fake.cpu_attn"
+    CUSTOM = "vllm.fake.custom"

@@ -1,0 +1,376 @@
+# ruff: noqa: E501  (log lines are quoted whole)
+"""The crash classifier: the real-log corpus (tests/data/logs) and cases built from documented
+signatures (sources in each case; texts as quoted in shared/reference/failure-signatures.md)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from probe.catalog.signatures import SignatureDB, signature_db
+from probe.outcomes import Outcome
+from probe.sandbox.classify import LogScanner, classify_stream, classify_text, clean_line, strip_prefixes
+
+ROOT = Path(__file__).resolve().parents[2]
+LOGS = ROOT / "tests" / "data" / "logs"
+INDEX = json.loads((LOGS / "index.json").read_text()) if (LOGS / "index.json").exists() else []
+
+
+@pytest.mark.parametrize("entry", INDEX, ids=[e["file"] for e in INDEX])
+def test_real_log_corpus(entry):
+    with open(LOGS / entry["file"], "rb") as f:
+        v = classify_stream(f)
+    assert v.outcome.value == entry["outcome"], (v.root_cause, entry.get("note"))
+    want = entry.get("root_cause_contains")
+    if want is not None:
+        assert v.root_cause is not None and want in v.root_cause, v.root_cause
+    assert v.degraded == bool(entry.get("degraded")), v.degraded_reasons
+
+
+V = "(EngineCore_DP0 pid=4242) ERROR 05-10 12:00:01 [core.py:700] "
+W = "(VllmWorker TP0 pid=4300) "
+
+CASES = [
+    # (name, log, expected outcome, substring of the root cause or None, degraded)
+    (
+        "kv_cache_sf skew (vllm PR #40177)",
+        f"{V}EngineCore failed to start.\n{V}Traceback (most recent call last):\n"
+        f'{V}  File "/x/vllm/v1/attention/backends/flashinfer.py", line 900, in forward\n'
+        f"{V}    prefill_wrapper.run(q, kv, kv_cache_sf=sf)\n"
+        f"{V}TypeError: BatchPrefillWithPagedKVCacheWrapper.run() got an unexpected keyword argument 'kv_cache_sf'\n"
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n",
+        "api_mismatch",
+        "unexpected keyword argument 'kv_cache_sf'",
+        False,
+    ),
+    (
+        "Thor libcuda symbol (downstream Thor docs)",
+        'Traceback (most recent call last):\n  File "<string>", line 1, in <module>\n'
+        "ImportError: /usr/local/lib/python3.12/dist-packages/vllm/_C.abi3.so: undefined symbol: cuPointerGetAttribute\n",
+        "import_error",
+        "undefined symbol: cuPointerGetAttribute",
+        False,
+    ),
+    (
+        "fatal TMA WS init on GB10 (R3)",
+        f"{W}[TensorRT-LLM][ERROR] Assertion failed: Failed to initialize cutlass TMA WS grouped gemm. Error: Error "
+        "Internal (cutlass_kernel_file_gemm_grouped_sm120_M128_BS_group2.generated.cu:60)\n"
+        f"{V}EngineCore failed to start.\n",
+        "kernel_init_failed",
+        "Failed to initialize cutlass TMA WS grouped gemm",
+        False,
+    ),
+    (
+        "autotuner skips tactics, run goes on (R1, NVIDIA/cutlass#3096)",
+        f"{W}2026-01-01 10:00:00,001 - WARNING - autotuner.py:485 - flashinfer.jit: [Autotuner]: Skipping tactic "
+        "<MoERunner> 14, due to failure while profiling: [TensorRT-LLM][ERROR] Assertion failed: Failed to initialize "
+        "cutlass TMA WS grouped gemm. Error: Error Internal (x.generated.cu:60)\n"
+        f"{W}INFO 01-01 10:00:09 [gpu_model_runner.py:2000] Model loading took 12.1 GiB\n",
+        "ok",
+        None,
+        True,
+    ),
+    (
+        "default MoE config is not the cause (vllm#32347)",
+        "WARNING 03-01 01:00:00 [fused_moe.py:668] Using default MoE config. Performance might be sub-optimal! "
+        "Config file not found at /x/E=16,N=1536,device_name=NVIDIA_H100_80GB_HBM3.json\n"
+        f"{V}WorkerProc hit an exception.\n"
+        "ValueError: Selected backend FLASHMLA is not valid for this configuration. Reason: "
+        "['compute capability not supported']\n",
+        "unsupported",
+        "Selected backend FLASHMLA is not valid",
+        False,
+    ),
+    (
+        "echoes after the first CUDA error (flashinfer#4164)",
+        "WARNING 01-01 00:00:00 [marlin_utils_fp4.py:137] Your GPU does not have native support for FP4 computation "
+        "but FP4 quantization is being used.\n"
+        "torch.AcceleratorError: CUDA error: an illegal memory access was encountered\n"
+        "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx( handle, opa, opb)`\n"
+        "Warning: CUDA warning: an illegal memory access was encountered (function ~CUDAEvent)\n"
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the "
+        "root cause.\n",
+        "device_fault",
+        "torch.AcceleratorError: CUDA error: an illegal memory access",
+        False,
+    ),
+    (
+        "device-side arch message then cuBLAS echo (flashinfer#3344)",
+        "This kernel only supports sm100f.\n" * 5
+        + "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx(...)`\n",
+        "no_kernel_image",
+        "This kernel only supports sm100f",
+        False,
+    ),
+    (
+        "ANSI colours, \\r progress bar and a vLLM prefix",
+        "\x1b[1;36m(EngineCore_DP0 pid=77)\x1b[0;0m INFO 05-10 12:00:00 [loader.py:10] Loading weights\n"
+        "Loading safetensors checkpoint shards:   0% Completed | 0/2\rLoading safetensors checkpoint shards:  50% "
+        "Completed | 1/2\rLoading safetensors checkpoint shards: 100% Completed | 2/2\n"
+        "\x1b[1;36m(EngineCore_DP0 pid=77)\x1b[0;0m \x1b[0;31mERROR\x1b[0m 05-10 12:00:02 [core.py:700] "
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device\n",
+        "no_kernel_image",
+        "RuntimeError: CUDA error: no kernel image is available",
+        False,
+    ),
+    (
+        "speculative method refused (vllm-ascend#9144)",
+        "(APIServer pid=1) NotImplementedError: Unsupported speculative method: 'mtp'\n",
+        "unsupported",
+        "Unsupported speculative method: 'mtp'",
+        False,
+    ),
+    (
+        "FA version notice at ERROR level is benign (vllm#15853)",
+        "ERROR 02-01 00:00:00 [fa_utils.py:60] Cannot use FA version 2 is not supported due to FA3 is only supported "
+        "on devices with compute capability >= 8 excluding 8.6 and 8.9 and Blackwell archs (>=10)\n"
+        "INFO 02-01 00:00:10 [api_server.py:1000] Application shutdown complete.\n",
+        "ok",
+        None,
+        False,
+    ),
+    (
+        "hang at 0% (flashinfer#2939 / vllm PR #38730)",
+        "INFO 01-01 00:00:00 [llm.py:1] Engine started.\nProcessed prompts:   0%|          | 0/64 [00:00<?, ?it/s]\n",
+        "timeout",
+        "Processed prompts:   0%",
+        False,
+    ),
+    (
+        "ptxas rejects sm_121a (triton#8539)",
+        "triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error\n`ptxas` stderr:\n"
+        "ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'\n",
+        "jit_failed",
+        "PTXAS error",
+        False,
+    ),
+    (
+        "unknown exception type falls back to its final line",
+        'Traceback (most recent call last):\n  File "a.py", line 1, in <module>\n    go()\n'
+        "mylib.errors.WeirdThingError: the frobnicator is upset\n",
+        "crashed",
+        "WeirdThingError: the frobnicator is upset",
+        False,
+    ),
+    (
+        "missing module",
+        'Traceback (most recent call last):\n  File "a.py", line 1, in <module>\n'
+        "ModuleNotFoundError: No module named 'flashinfer'\n",
+        "import_error",
+        "No module named 'flashinfer'",
+        False,
+    ),
+    (
+        "attribute skew",
+        'Traceback (most recent call last):\n  File "a.py", line 1, in <module>\n'
+        "AttributeError: '_OpNamespace' '_C' object has no attribute 'cutlass_scaled_mm_supports_fp4'\n",
+        "api_mismatch",
+        "has no attribute 'cutlass_scaled_mm_supports_fp4'",
+        False,
+    ),
+    (
+        "torch OOM",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
+        "79.19 GiB of which 1.2 GiB is free.\n",
+        "oom",
+        "CUDA out of memory",
+        False,
+    ),
+    (
+        "chained exceptions: the first one is the cause",
+        'Traceback (most recent call last):\n  File "a.py", line 1, in <module>\n'
+        "ImportError: libcudart.so.13: cannot open shared object file: No such file or directory\n\n"
+        "During handling of the above exception, another exception occurred:\n\n"
+        'Traceback (most recent call last):\n  File "b.py", line 2, in <module>\n'
+        "RuntimeError: Engine core initialization failed. See root cause above.\n",
+        "import_error",
+        "libcudart.so.13",
+        False,
+    ),
+    (
+        "post-readiness worker death with exit 0 (vllm#48966)",
+        f"{V}Worker proc VllmWorker-0 died unexpectedly, shutting down executor.\n"
+        f"{V}EngineCore encountered a fatal error.\n"
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.\n"
+        "INFO:     Application shutdown complete.\n",
+        "crashed",
+        "Worker proc VllmWorker-0 died unexpectedly",
+        False,
+    ),
+    (
+        "NVFP4 oracle refusal (vllm#35065)",
+        f"{V}NotImplementedError: No NvFp4 MoE backend supports the deployment configuration.\n",
+        "unsupported",
+        "No NvFp4 MoE backend supports",
+        False,
+    ),
+    (
+        "TRTLLM GEMM on the wrong arch (vllm#43906)",
+        "RuntimeError: [TensorRT-LLM][ERROR] trtllm_batched_gemm_runner.cu:305: Error occurred when running GEMM! "
+        "(Kernel: bmm_E2m1_sm100f)\n",
+        "kernel_init_failed",
+        "Error occurred when running GEMM",
+        False,
+    ),
+    (
+        "Xid in dmesg (eugr/spark-vllm-docker#308)",
+        "[ 1234.5] NVRM: Xid (PCI:000f:01:00): 31, pid=4242, name=python3, Ch 00000008, intr 00000000. MMU Fault\n",
+        "device_fault",
+        "Xid",
+        False,
+    ),
+    (
+        "OOM killer (LMCache#4759)",
+        "Out of memory: Killed process 3742074 (lmcache) total-vm:81306880kB, anon-rss:1058560kB\n",
+        "oom",
+        "Killed process 3742074",
+        False,
+    ),
+    (
+        "startup precheck on unified memory (Thor, 0.90)",
+        "ValueError: Free memory on device (100.2/122.8 GiB) on startup is less than desired GPU memory utilization "
+        "(0.9, 110.5 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.\n",
+        "oom",
+        "less than desired GPU memory utilization",
+        False,
+    ),
+]
+
+
+@pytest.mark.parametrize("name,log,outcome,cause,degraded", CASES, ids=[c[0] for c in CASES])
+def test_documented_signatures(name, log, outcome, cause, degraded):
+    v = classify_text(log)
+    assert v.outcome.value == outcome, (v.root_cause, v.signature)
+    if cause is not None:
+        assert v.root_cause is not None and cause in v.root_cause, v.root_cause
+    assert v.degraded == degraded, v.degraded_reasons
+    if v.outcome is not Outcome.OK:
+        assert v.hint
+
+
+def test_prefixes_and_cleaning():
+    assert strip_prefixes("(EngineCore_DP0 pid=1234) ERROR 05-10 12:00:01 [core.py:700] Boom") == "Boom"
+    assert strip_prefixes("E0303 11:40:42.533000 713 site-packages/x.py:533] Traceback") == "Traceback"
+    assert (
+        strip_prefixes(
+            "(RayWorkerWrapper pid=1, ip=10.0.0.1) [2024-07-25 10:46:00,050 E 1 1] logging.cc:440: "
+            "*** SIGSEGV"
+        )
+        == "*** SIGSEGV"
+    )
+    assert clean_line("\x1b[31mred\x1b[0m") == "red"
+    assert clean_line("a 10%\rb 50%\rc 100%\n") == "c 100%"
+
+
+def test_runner_evidence():
+    assert classify_text("", signal_name="SIGSEGV", completed=False).outcome is Outcome.CRASHED
+    v = classify_text("Killed\n", signal_name="SIGKILL", completed=False)
+    assert v.outcome is Outcome.OOM
+    v = classify_text("", exit_code=255, completed=False)
+    assert v.outcome is Outcome.CRASHED and "255" in v.root_cause
+    assert classify_text("", timed_out=True, completed=False).outcome is Outcome.TIMEOUT
+    # a decisive line beats the bare signal: the abort follows the real error
+    v = classify_text(
+        "no kernel image is available for execution on the device\nAborted (core dumped)\n",
+        signal_name="SIGABRT",
+        completed=False,
+    )
+    assert v.outcome is Outcome.NO_KERNEL_IMAGE
+    # the probe's own report wins; benign lines still mark it degraded
+    v = classify_text(
+        "Using default MoE config. Performance might be sub-optimal!\n", reported=Outcome.OK, completed=True
+    )
+    assert v.outcome is Outcome.OK and v.degraded
+    v = classify_text(
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n",
+        reported=Outcome.WRONG_OUTPUT,
+        completed=True,
+    )
+    assert v.outcome is Outcome.WRONG_OUTPUT
+
+
+def test_streaming_big_log_finds_early_cause():
+    noise = b"INFO 01-01 00:00:00 [x.py:1] step ok\n" * 200_000
+    data = (
+        b"RuntimeError: CUDA error: an illegal instruction was encountered\n"
+        + noise
+        + b"RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        + b"x" * (5 << 20)
+    )
+    v = classify_stream(io.BytesIO(data))
+    assert v.outcome is Outcome.DEVICE_FAULT and "illegal instruction" in v.root_cause
+    assert v.line_number == 1
+    sc = LogScanner()
+    sc.feed_stream(io.BytesIO(data))
+    assert sum(len(h) for h in sc.hits.values()) <= 64 * 8  # bounded bookkeeping
+
+
+def _db(sigs: list[dict]) -> dict:
+    base = json.loads((ROOT / "probe" / "data" / "signatures.json").read_text())
+    base["signatures"] = sigs
+    return base
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [{"id": "a", "kind": "decisive", "regex": "x"}],  # decisive without outcome
+        [{"id": "a", "kind": "decisive", "regex": "(", "outcome": "oom"}],  # bad regex
+        [{"id": "a", "kind": "benign", "regex": "x", "outcome": "oom"}],  # benign with an outcome
+        [
+            {"id": "a", "kind": "decisive", "regex": "x", "outcome": "oom"},
+            {"id": "a", "kind": "decisive", "regex": "y", "outcome": "oom"},
+        ],  # duplicate id
+        [{"id": "a", "kind": "decisive", "regex": "x", "outcome": "fine"}],  # not an outcome
+    ],
+)
+def test_signature_file_is_validated(bad):
+    with pytest.raises(ValidationError):
+        SignatureDB.model_validate(_db(bad))
+
+
+def test_packaged_signatures_load():
+    db = signature_db()
+    assert len(db.signatures) >= 50
+    assert {s.kind for s in db.signatures} >= {"decisive", "wrapper", "echo", "benign", "degraded"}
+
+
+def _cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-m", "probe", "classify", *args],
+        input=stdin,
+        capture_output=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_cli_json_from_stdin():
+    p = _cli("-", "--json", stdin=b"foo\nTypeError: run() got an unexpected keyword argument 'kv_cache_sf'\n")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["outcome"] == "api_mismatch" and "kv_cache_sf" in out["root_cause"] and out["hint"]
+    assert out["line_number"] == 2 and "degraded" in out and "phase" in out
+
+
+def test_cli_text_and_errors(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text("Segmentation fault (core dumped)\n")
+    p = _cli(str(log))
+    assert p.returncode == 0 and "outcome:    crashed" in p.stdout.decode()
+    p = _cli(str(tmp_path / "missing.log"))
+    assert p.returncode == 6 and b"Traceback" not in p.stderr
+    p = _cli("-", "--signal", "NOPE", stdin=b"")
+    assert p.returncode == 2
+    p = _cli("-", "--exit-code", "137", "--json", stdin=b"Killed\n")
+    assert json.loads(p.stdout)["outcome"] == "oom"
