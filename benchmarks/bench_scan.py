@@ -63,8 +63,11 @@ def repeat(cmds: list[list[str]], n: int) -> dict[str, float]:
             "commands": runs[0]["commands"], "last_rc": runs[0]["last_rc"]}
 
 
+PROBE_ARGS = ["--all-targets"]
+
+
 def probe_cmd(*paths: str | Path) -> list[str]:
-    return [sys.executable, "-m", "probe", "scan", "--no-cache", "--all-targets", "--json",
+    return [sys.executable, "-m", "probe", "scan", "--no-cache", *PROBE_ARGS, "--json",
             "--output", os.devnull, *map(str, paths)]
 
 
@@ -85,7 +88,7 @@ def case_torch(tool: str, n: int) -> dict[str, object]:
     probe = repeat([probe_cmd(so)], n)
     cuo = repeat([[tool, "--list-elf", str(so)]], n)
     return {"case": "torch", "input": f"{so.name} ({so.stat().st_size / 2**20:.0f} MiB, torch 2.14.1+cu130)",
-            "probe_cmd": "probe scan --no-cache --all-targets --json <libtorch_cuda.so>",
+            "probe_cmd": f"probe scan --no-cache {' '.join(PROBE_ARGS)} --json <libtorch_cuda.so>",
             "cuobjdump_cmd": "cuobjdump --list-elf <libtorch_cuda.so>", "probe": probe, "cuobjdump": cuo,
             "target": "speed >= 50x, memory <= 1/40"}
 
@@ -103,7 +106,7 @@ def case_cubin(tool: str, n: int, sample: int | None) -> dict[str, object]:
         note = f"extrapolated from {len(todo)} of {len(cubins)} cubins"
     cuo.update(runs=1, note=note)
     return {"case": "cubin", "input": f"flashinfer-cubin 0.6.13 tree ({len(cubins)} cubins)",
-            "probe_cmd": "probe scan --no-cache --all-targets --json <tree>",
+            "probe_cmd": f"probe scan --no-cache {' '.join(PROBE_ARGS)} --json <tree>",
             "cuobjdump_cmd": "for f in <tree>/**/*.cubin: cuobjdump --list-elf f", "probe": probe,
             "cuobjdump": cuo, "target": "probe <= 2 s"}
 
@@ -118,7 +121,7 @@ def case_vllm(tool: str, n: int) -> dict[str, object]:
     probe = repeat([probe_cmd(whl)], n)
     cuo = repeat(cuo_cmds, n)
     return {"case": "vllm", "input": f"{whl.name} ({len(sos)} .so files)",
-            "probe_cmd": "probe scan --no-cache --all-targets --json <vllm .whl>",
+            "probe_cmd": f"probe scan --no-cache {' '.join(PROBE_ARGS)} --json <vllm .whl>",
             "cuobjdump_cmd": "cuobjdump --list-elf and --list-ptx on each unpacked .so",
             "probe": probe, "cuobjdump": cuo, "target": "speed >= 20x"}
 
@@ -147,7 +150,11 @@ def main() -> int:
                     help="time the cuobjdump loop on N cubins and extrapolate (default: all)")
     ap.add_argument("--profile", action="store_true", help="cProfile probe's scan for each case")
     ap.add_argument("--json", dest="json_out", help="also write the figures to this file")
+    ap.add_argument("--probe-args", default="--all-targets",
+                    help="target selection passed to probe scan (default: --all-targets, i.e. verdicts "
+                    "for the 12 catalog GPUs; '--target sm_100' = one GPU, closer to a plain listing)")
     args = ap.parse_args()
+    PROBE_ARGS[:] = args.probe_args.split()
 
     from probe.arch.cuobjdump import find_cuobjdump
 

@@ -8,6 +8,9 @@ too long) is moved aside once and otherwise ignored: the scan goes on uncached.
 Records with an error are never stored (the error may be transient: a file that vanished).
 """
 
+# ruff: noqa: PTH116, PTH105
+# (paths stay str on the scan's hot path: os.path is several times cheaper than pathlib)
+
 from __future__ import annotations
 
 import json
@@ -38,8 +41,9 @@ def stat_key(path: str, kernels: bool, member: str = "") -> str | None:
         st = os.stat(path)
     except OSError:
         return None
-    return json.dumps([_FORMAT, __version__, bool(kernels), path, member, st.st_size, st.st_mtime_ns,
-                       st.st_ino, st.st_dev])
+    return json.dumps(
+        [_FORMAT, __version__, bool(kernels), path, member, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev]
+    )
 
 
 class ScanCache:
@@ -130,8 +134,9 @@ class ScanCache:
             return
         try:
             with self._conn:
-                self._conn.executemany("INSERT OR REPLACE INTO records (key, value) VALUES (?, ?)",
-                                       list(self._pending.items()))
+                self._conn.executemany(
+                    "INSERT OR REPLACE INTO records (key, value) VALUES (?, ?)", list(self._pending.items())
+                )
         except sqlite3.Error as exc:
             log.warning("scan cache write failed (%s): results not cached", exc)
         self._pending.clear()

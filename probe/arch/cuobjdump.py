@@ -10,19 +10,26 @@ wheel). Listings compared per file (shared/reference/fatbin.md §9):
   a multiset with probe's PTX entries (``compute_`` renamed ``sm_``).
 
 cuobjdump lists ``.nv_fatbin`` only, or ``__nv_relfatbin`` when a file has no ``.nv_fatbin``.
-Wheel members are skipped (cuobjdump needs a file on disk), as are bare ``.ptx`` files.
+Wheel members (``x.whl!member``) are copied, one at a time, to a temporary file for cuobjdump
+(which needs a file on disk); bare ``.ptx`` files are skipped (cuobjdump does not read them).
 """
+
+# ruff: noqa: PTH119
+# (paths stay str on the scan's hot path: os.path is several times cheaper than pathlib)
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import shutil
 import subprocess
 import sysconfig
+import tempfile
+import zipfile
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from probe.arch.model import FileRecord, VerifyReport
@@ -47,7 +54,9 @@ def find_cuobjdump() -> str | None:
     for key in ("purelib", "platlib"):
         sp = sysconfig.get_paths().get(key)
         if sp:
-            candidates += [Path(sp) / "nvidia" / sub / "bin" / "cuobjdump" for sub in ("cu13", "cu12", "cuda_cuobjdump")]
+            candidates += [
+                Path(sp) / "nvidia" / sub / "bin" / "cuobjdump" for sub in ("cu13", "cu12", "cuda_cuobjdump")
+            ]
     try:
         import site
 
@@ -66,8 +75,9 @@ def run_listing(tool: str, path: str, what: str, timeout: float = 600.0) -> list
     file has no such code. Raises RuntimeError when cuobjdump fails otherwise."""
     flag = "--list-elf" if what == "elf" else "--list-ptx"
     try:
-        out = subprocess.run([tool, flag, path], capture_output=True, text=True, timeout=timeout,
-                             check=False, errors="replace")
+        out = subprocess.run(
+            [tool, flag, path], capture_output=True, text=True, timeout=timeout, check=False, errors="replace"
+        )
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"cuobjdump {flag} timed out after {timeout:.0f} s") from None
     except OSError as exc:
@@ -96,26 +106,55 @@ def expected_listing(rec: FileRecord) -> tuple[list[str], list[str]]:
     return elf_labels, ptx_labels
 
 
+@contextlib.contextmanager
+def _on_disk(path: str) -> Iterator[str]:
+    """The path itself, or a temporary copy of a wheel member ``/x.whl!member``."""
+    if "!" not in path:
+        yield path
+        return
+    whl, member = path.split("!", 1)
+    try:
+        with (
+            zipfile.ZipFile(whl) as zf,
+            zf.open(member) as src,
+            tempfile.NamedTemporaryFile(prefix="probe-verify-", suffix="-" + os.path.basename(member)) as dst,
+        ):
+            shutil.copyfileobj(src, dst, 1 << 20)
+            dst.flush()
+            yield dst.name
+    except (OSError, zipfile.BadZipFile, KeyError) as exc:
+        raise RuntimeError(f"cannot extract {member} from {whl}: {exc}") from None
+
+
 def compare(rec: FileRecord, tool: str, timeout: float = 600.0) -> list[dict[str, object]]:
     """Disagreements between probe's record and cuobjdump's listings (empty: they agree)."""
     want_elf, want_ptx = expected_listing(rec)
     out: list[dict[str, object]] = []
     for what, want in (("elf", want_elf), ("ptx", want_ptx)):
-        got = run_listing(tool, rec.path, what, timeout)
+        with _on_disk(rec.path) as on_disk:
+            got = run_listing(tool, on_disk, what, timeout)
         a, b = Counter(want), Counter(got)
         if a != b:
-            out.append({"path": rec.path, "what": f"--list-{what}",
-                        "probe": sorted((a - b).elements()), "cuobjdump": sorted((b - a).elements())})
+            out.append(
+                {
+                    "path": rec.path,
+                    "what": f"--list-{what}",
+                    "probe": sorted((a - b).elements()),
+                    "cuobjdump": sorted((b - a).elements()),
+                }
+            )
     return out
 
 
-def verify_files(files: Sequence[FileRecord], tool: str | None = None, timeout: float = 600.0) -> VerifyReport:
+def verify_files(
+    files: Sequence[FileRecord], tool: str | None = None, timeout: float = 600.0
+) -> VerifyReport:
     tool = tool or find_cuobjdump()
     rep = VerifyReport(cuobjdump=tool)
     if tool is None:
         return rep
     for rec in files:
-        if rec.error or not rec.entries or "!" in rec.path or rec.kind == "ptx":
+        if rec.error or not rec.entries or rec.kind == "ptx":
             continue
         rep.files_checked += 1
         try:

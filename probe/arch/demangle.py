@@ -13,8 +13,13 @@ log = logging.getLogger(__name__)
 
 @functools.cache
 def _cxa() -> tuple[ctypes._CFuncPtr, ctypes._CFuncPtr] | None:  # type: ignore[name-defined]
-    candidates = ["libstdc++.so.6", ctypes.util.find_library("stdc++"), "libc++.so.1", "libc++abi.so.1",
-                  "libc++.1.dylib"]
+    candidates = [
+        "libstdc++.so.6",
+        ctypes.util.find_library("stdc++"),
+        "libc++.so.1",
+        "libc++abi.so.1",
+        "libc++.1.dylib",
+    ]
     for name in candidates:
         if not name:
             continue

@@ -38,8 +38,8 @@ STO_CUDA_ENTRY = 0x10
 
 DEVICE_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 
-MAX_SECTIONS = 1 << 20          # hard cap on the section count we accept
-MAX_SMALL_SECTION = 1 << 20     # .nv.compat / .note.nv.tkinfo / .shstrtab larger than this: corrupt
+MAX_SECTIONS = 1 << 20  # hard cap on the section count we accept
+MAX_SMALL_SECTION = 1 << 20  # .nv.compat / .note.nv.tkinfo / .shstrtab larger than this: corrupt
 
 _EHDR64 = struct.Struct("<16sHHIQQQIHHHHHH")
 _SHDR64 = struct.Struct("<IIQQQQIIQQ")
@@ -70,7 +70,7 @@ class Reader:
     @classmethod
     def from_buffer(cls, buf: bytes | bytearray | memoryview) -> Reader:
         mv = memoryview(buf)
-        return cls(lambda off, n: bytes(mv[off:off + n]), len(mv))
+        return cls(lambda off, n: bytes(mv[off : off + n]), len(mv))
 
     def read(self, offset: int, length: int) -> bytes:
         """Exactly ``length`` bytes at ``offset`` or :class:`ElfParseError` (truncated)."""
@@ -129,12 +129,12 @@ class CubinInfo:
     """What a cubin's own ELF says about its target."""
 
     sm: int
-    suffix: str                  # "", "a" or "f"
-    abi_version: int             # 7 or 8 (other values are passed through)
-    e_type: int                  # 1 = ET_REL (-rdc object), 2 = ET_EXEC
+    suffix: str  # "", "a" or "f"
+    abi_version: int  # 7 or 8 (other values are passed through)
+    e_type: int  # 1 = ET_REL (-rdc object), 2 = ET_EXEC
     e_flags: int
-    toolkit: str | None          # "13.0" from .note.nv.tkinfo / .note.nv.cuinfo, when present
-    ptxas_arch: str | None       # "sm_100f" from the ptxas command line in .note.nv.tkinfo
+    toolkit: str | None  # "13.0" from .note.nv.tkinfo / .note.nv.cuinfo, when present
+    ptxas_arch: str | None  # "sm_100f" from the ptxas command line in .note.nv.tkinfo
 
 
 def is_elf(head: bytes) -> bool:
@@ -157,10 +157,35 @@ def parse_header(reader: Reader, head: bytes | None = None) -> ElfHeader:
         raise ElfParseError(f"truncated ELF header ({len(head)} of 64 bytes)")
     if head[5] != 1:
         raise ElfParseError("big-endian ELF is not supported")
-    (ident, e_type, e_machine, _ver, _entry, _phoff, e_shoff, e_flags, _ehsize, _phentsize, _phnum,
-     e_shentsize, e_shnum, e_shstrndx) = _EHDR64.unpack_from(head, 0)
-    return ElfHeader(ident[4], ident[5], ident[7], ident[8], e_type, e_machine, e_flags, e_shoff,
-                     e_shentsize, e_shnum, e_shstrndx)
+    (
+        ident,
+        e_type,
+        e_machine,
+        _ver,
+        _entry,
+        _phoff,
+        e_shoff,
+        e_flags,
+        _ehsize,
+        _phentsize,
+        _phnum,
+        e_shentsize,
+        e_shnum,
+        e_shstrndx,
+    ) = _EHDR64.unpack_from(head, 0)
+    return ElfHeader(
+        ident[4],
+        ident[5],
+        ident[7],
+        ident[8],
+        e_type,
+        e_machine,
+        e_flags,
+        e_shoff,
+        e_shentsize,
+        e_shnum,
+        e_shstrndx,
+    )
 
 
 def parse_sections(reader: Reader, hdr: ElfHeader | None = None) -> list[Section]:
@@ -179,7 +204,9 @@ def parse_sections(reader: Reader, hdr: ElfHeader | None = None) -> list[Section
         if shstrndx == 0xFFFF:
             shstrndx = first[6]
     if shnum > MAX_SECTIONS or hdr.e_shoff + shnum * _SHDR64.size > reader.size:
-        raise ElfParseError(f"section table ({shnum} entries at {hdr.e_shoff}) lies outside the file (truncated?)")
+        raise ElfParseError(
+            f"section table ({shnum} entries at {hdr.e_shoff}) lies outside the file (truncated?)"
+        )
     table = reader.read(hdr.e_shoff, shnum * _SHDR64.size)
     raw = [_SHDR64.unpack_from(table, i * _SHDR64.size) for i in range(shnum)]
     names = b""
@@ -190,15 +217,17 @@ def parse_sections(reader: Reader, hdr: ElfHeader | None = None) -> list[Section
                 raise ElfParseError(f"section name table too large ({st[5]} bytes)")
             names = reader.read(st[4], st[5])
     out: list[Section] = []
-    for (name_off, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link, sh_info, _align,
-         sh_entsize) in raw:
+    for name_off, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link, sh_info, _align, sh_entsize in raw:
         end = names.find(b"\0", name_off) if name_off < len(names) else -1
         name = names[name_off:end].decode("latin-1") if end >= 0 else ""
         if sh_type != SHT_NOBITS and sh_size and sh_offset + sh_size > reader.size:
-            raise ElfParseError(f"section {name or '?'} ({sh_size} bytes at {sh_offset}) extends past the "
-                                f"end of the file ({reader.size} bytes): truncated?")
-        out.append(Section(name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link, sh_info,
-                           sh_entsize))
+            raise ElfParseError(
+                f"section {name or '?'} ({sh_size} bytes at {sh_offset}) extends past the "
+                f"end of the file ({reader.size} bytes): truncated?"
+            )
+        out.append(
+            Section(name, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link, sh_info, sh_entsize)
+        )
     return out
 
 
@@ -219,7 +248,7 @@ def _compat_is_arch_specific(data: bytes) -> bool | None:
     i, steps = 0, 0
     while i + 4 <= len(data) and steps < 4096:
         steps += 1
-        fmt, attr, value = data[i], data[i + 1], int.from_bytes(data[i + 2:i + 4], "little")
+        fmt, attr, value = data[i], data[i + 1], int.from_bytes(data[i + 2 : i + 4], "little")
         if attr == 0x09 and fmt in (2, 3):
             return bool(value & 0xFF)
         i += 4 + (value if fmt == 4 else 0)
@@ -251,10 +280,13 @@ def _wanted_sections(reader: Reader, hdr: ElfHeader, types: tuple[int, ...]) -> 
     if shnum == 0:
         shnum = _SHDR64.unpack(reader.read(hdr.e_shoff, _SHDR64.size))[5]
     if shnum > MAX_SECTIONS or hdr.e_shoff + shnum * _SHDR64.size > reader.size:
-        raise ElfParseError(f"section table ({shnum} entries at {hdr.e_shoff}) lies outside the file (truncated?)")
+        raise ElfParseError(
+            f"section table ({shnum} entries at {hdr.e_shoff}) lies outside the file (truncated?)"
+        )
     table = reader.read(hdr.e_shoff, shnum * _SHDR64.size)
-    all_types = _types_struct(shnum).unpack(table) if shnum <= 4096 else [
-        t[1] for t in _SHDR64.iter_unpack(table)]
+    all_types = (
+        _types_struct(shnum).unpack(table) if shnum <= 4096 else [t[1] for t in _SHDR64.iter_unpack(table)]
+    )
     out = []
     for i, t in enumerate(all_types):
         if t in types:
@@ -282,11 +314,13 @@ def cubin_info(reader: Reader, hdr: ElfHeader | None = None) -> CubinInfo:
         arch_specific = False
     toolkit = ptxas_arch = None
     size = reader.size
-    for (sh_type, sh_offset, sh_size) in _wanted_sections(reader, hdr, (SHT_CUDA_COMPAT, SHT_NOTE)):
+    for sh_type, sh_offset, sh_size in _wanted_sections(reader, hdr, (SHT_CUDA_COMPAT, SHT_NOTE)):
         if not sh_size or sh_size > MAX_SMALL_SECTION or sh_offset + sh_size > size:
             if sh_size and sh_offset + sh_size > size:
-                raise ElfParseError(f"section at {sh_offset} ({sh_size} bytes) extends past the end of the "
-                                    f"file ({size} bytes): truncated?")
+                raise ElfParseError(
+                    f"section at {sh_offset} ({sh_size} bytes) extends past the end of the "
+                    f"file ({size} bytes): truncated?"
+                )
             continue
         data = reader.read(sh_offset, sh_size)
         if sh_type == SHT_CUDA_COMPAT:
@@ -296,16 +330,16 @@ def cubin_info(reader: Reader, hdr: ElfHeader | None = None) -> CubinInfo:
         if len(data) < 12:
             continue
         note_type = int.from_bytes(data[8:12], "little")
-        if note_type == 2000:             # .note.nv.tkinfo: the ptxas command line
+        if note_type == 2000:  # .note.nv.tkinfo: the ptxas command line
             if m := _TKINFO_ARCH.search(data):
                 ptxas_arch = m.group(1).decode()
             if m := _TKINFO_RELEASE.search(data):
                 toolkit = m.group(1).decode()
-        elif note_type == 1000 and toolkit is None:   # .note.nv.cuinfo: u16 2, u16 sm, u16 toolkit*10
+        elif note_type == 1000 and toolkit is None:  # .note.nv.cuinfo: u16 2, u16 sm, u16 toolkit*10
             namesz = int.from_bytes(data[0:4], "little")
             d = 12 + ((namesz + 3) & ~3)
             if d + 6 <= len(data):
-                tk = int.from_bytes(data[d + 4:d + 6], "little")
+                tk = int.from_bytes(data[d + 4 : d + 6], "little")
                 if tk:
                     toolkit = f"{tk // 10}.{tk % 10}"
     suffix = "a" if arch_specific else ""
@@ -360,6 +394,17 @@ def section_names_pyelftools(data: bytes) -> list[tuple[str, int, int]]:
     try:
         elf = ELFFile(io.BytesIO(data))
         return [(s.name, s["sh_offset"], s["sh_size"]) for s in elf.iter_sections()]
-    except (ELFError, struct.error, ValueError, KeyError, IndexError, TypeError, AttributeError,
-            UnicodeDecodeError, OverflowError, AssertionError, RecursionError) as exc:
+    except (
+        ELFError,
+        struct.error,
+        ValueError,
+        KeyError,
+        IndexError,
+        TypeError,
+        AttributeError,
+        UnicodeDecodeError,
+        OverflowError,
+        AssertionError,
+        RecursionError,
+    ) as exc:
         raise ElfParseError(f"pyelftools: {type(exc).__name__}: {exc}") from None

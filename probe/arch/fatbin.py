@@ -1,7 +1,7 @@
 """Walk fatbin containers (``.nv_fatbin`` / ``__nv_relfatbin`` sections, ``.fatbin`` files).
 
 Only headers are read: 16 bytes per container, 64+ bytes per entry (shared/reference/fatbin.md
-§2–§5). Payloads are read and decompressed on demand (:func:`payload`), for ``--kernels`` only.
+§2-§5). Payloads are read and decompressed on demand (:func:`payload`), for ``--kernels`` only.
 
 Every size read from the data is validated against the region being walked; every step moves
 forward by at least 8 bytes; counts are capped. A malformed region never raises out of
@@ -18,7 +18,7 @@ from probe.arch.elf import ElfParseError, Reader
 
 FATBIN_MAGIC = 0xBA55ED50
 FATBIN_MAGIC_BYTES = b"\x50\xed\x55\xba"
-CONTAINER_HEAD = b"\x50\xed\x55\xba\x01\x00\x10\x00"   # magic, version 1, header size 16
+CONTAINER_HEAD = b"\x50\xed\x55\xba\x01\x00\x10\x00"  # magic, version 1, header size 16
 
 _CONTAINER = struct.Struct("<IHHQ")
 _ENTRY = struct.Struct("<HHIQIIHHIIIQQQ")
@@ -39,15 +39,15 @@ VIRTUAL_KINDS = frozenset({"ptx", "lto-ir", "relocatable-ptx", "tile-ir"})
 
 FLAG_LZ4 = 0x2000
 FLAG_ZSTD = 0x8000
-FLAG_ARCH_SPECIFIC = 0x100000   # bit 20: "a"
-FLAG_FAMILY = 0x200000          # bit 21: "f"
+FLAG_ARCH_SPECIFIC = 0x100000  # bit 20: "a"
+FLAG_FAMILY = 0x200000  # bit 21: "f"
 
 MAX_CONTAINERS = 1_000_000
 MAX_ENTRIES = 4_000_000
 MAX_ENTRY_HEADER = 1 << 16
 MAX_NESTED = 4096
-MAX_PAYLOAD = 1 << 31            # refuse to decompress beyond 2 GiB
-MAX_RATIO = 4096                 # ... or beyond this ratio (guards the up-front output allocation)
+MAX_PAYLOAD = 1 << 31  # refuse to decompress beyond 2 GiB
+MAX_RATIO = 4096  # ... or beyond this ratio (guards the up-front output allocation)
 
 
 class FatbinParseError(ValueError):
@@ -58,13 +58,13 @@ class FatbinParseError(ValueError):
 class RawEntry:
     """One entry of a fatbin container, as its header describes it."""
 
-    section: str                 # ".nv_fatbin", "__nv_relfatbin" or "fatbin" (a bare .fatbin file)
-    container: int               # index of the container within the file, from 0
-    offset: int                  # file offset of the entry header
+    section: str  # ".nv_fatbin", "__nv_relfatbin" or "fatbin" (a bare .fatbin file)
+    container: int  # index of the container within the file, from 0
+    offset: int  # file offset of the entry header
     kind_code: int
     kind: str
     arch: int
-    suffix: str                  # "", "a", "f"
+    suffix: str  # "", "a", "f"
     major: int
     minor: int
     flags: int
@@ -73,9 +73,9 @@ class RawEntry:
     compressed_size: int
     uncompressed_size: int
     identifier: str | None = None
-    nested: bool = False         # described inside a concatenated (kind 0x100) entry
+    nested: bool = False  # described inside a concatenated (kind 0x100) entry
     payload_offset: int = 0
-    payload_length: int = 0      # bytes to read for the payload (compressed size when compressed)
+    payload_length: int = 0  # bytes to read for the payload (compressed size when compressed)
 
     @property
     def compression(self) -> str | None:
@@ -107,7 +107,8 @@ class WalkResult:
     containers: int = 0
     entries: list[RawEntry] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-    end: int = 0                 # offset where the walk stopped
+    end: int = 0  # offset where the walk stopped
+    spans: list[tuple[int, int]] = field(default_factory=list)  # (offset, size) of each container
 
 
 def _suffix(flags: int) -> str:
@@ -126,8 +127,9 @@ def is_container_start(head: bytes) -> bool:
     return head[:8] == CONTAINER_HEAD
 
 
-def walk_region(reader: Reader, start: int, end: int, *, section: str, first_container: int = 0,
-                chain_only: bool = False) -> WalkResult:
+def walk_region(
+    reader: Reader, start: int, end: int, *, section: str, first_container: int = 0, chain_only: bool = False
+) -> WalkResult:
     """Walk the containers laid end to end in ``[start, end)``.
 
     ``chain_only``: stop quietly at the first bytes that are not a container (used when the
@@ -142,27 +144,32 @@ def walk_region(reader: Reader, start: int, end: int, *, section: str, first_con
             head = reader.read(off, 16)
             if head[:4] != FATBIN_MAGIC_BYTES:
                 if head[:8] == b"\0" * 8:
-                    off += 8                       # alignment padding between containers
+                    off += 8  # alignment padding between containers
                     continue
                 if not chain_only:
-                    res.problems.append(f"{section}: unexpected bytes at offset {off:#x} (not a fatbin "
-                                        "container)")
+                    res.problems.append(
+                        f"{section}: unexpected bytes at offset {off:#x} (not a fatbin container)"
+                    )
                 break
             _magic, version, hsize, fat_size = _CONTAINER.unpack(head)
             if version != 1 or hsize < 16 or hsize > 4096:
-                res.problems.append(f"{section}: container at {off:#x} has version {version}, "
-                                    f"header size {hsize}")
+                res.problems.append(
+                    f"{section}: container at {off:#x} has version {version}, header size {hsize}"
+                )
                 break
             cend = off + hsize + fat_size
             if cend > end:
-                res.problems.append(f"{section}: container at {off:#x} claims {fat_size} bytes, past the "
-                                    f"end of the section/file (truncated?)")
+                res.problems.append(
+                    f"{section}: container at {off:#x} claims {fat_size} bytes, past the "
+                    f"end of the section/file (truncated?)"
+                )
                 cend = end
             if res.containers >= MAX_CONTAINERS:
                 res.problems.append(f"{section}: more than {MAX_CONTAINERS} containers; stopped")
                 break
             index = first_container + res.containers
             res.containers += 1
+            res.spans.append((off, cend - off))
             _walk_entries(reader, off + hsize, cend, section, index, res)
             if len(res.entries) > MAX_ENTRIES:
                 res.problems.append(f"{section}: more than {MAX_ENTRIES} entries; stopped")
@@ -174,29 +181,61 @@ def walk_region(reader: Reader, start: int, end: int, *, section: str, first_con
     return res
 
 
-def _walk_entries(reader: Reader, off: int, cend: int, section: str, container: int,
-                  res: WalkResult) -> None:
+def _walk_entries(reader: Reader, off: int, cend: int, section: str, container: int, res: WalkResult) -> None:
     while off + _ENTRY.size <= cend:
-        (kind, _ver, hsize, padded, csize, _optoff, minor, major, arch, id_off, id_len, flags, _okey,
-         usize) = _ENTRY.unpack(reader.read(off, _ENTRY.size))
-        if kind == 0 and hsize == 0:          # zero padding at the end of a container
+        (
+            kind,
+            _ver,
+            hsize,
+            padded,
+            csize,
+            _optoff,
+            minor,
+            major,
+            arch,
+            id_off,
+            id_len,
+            flags,
+            _okey,
+            usize,
+        ) = _ENTRY.unpack(reader.read(off, _ENTRY.size))
+        if kind == 0 and hsize == 0:  # zero padding at the end of a container
             break
         if hsize < _ENTRY.size or hsize > MAX_ENTRY_HEADER or hsize % 8:
             res.problems.append(f"{section}: entry at {off:#x} has a bad header size {hsize}")
             return
         payload = off + hsize
         if payload + padded > cend:
-            res.problems.append(f"{section}: entry at {off:#x} claims {padded} payload bytes, past the end "
-                                "of its container (truncated?)")
+            res.problems.append(
+                f"{section}: entry at {off:#x} claims {padded} payload bytes, past the end "
+                "of its container (truncated?)"
+            )
             padded = max(0, cend - payload)
         compressed = bool(flags & (FLAG_LZ4 | FLAG_ZSTD)) and csize > 0
         length = min(csize, padded) if compressed else padded
         identifier = None
         if id_off and id_len and id_len <= 4096 and off + id_off + id_len <= cend:
             identifier = reader.read(off + id_off, id_len).split(b"\0", 1)[0].decode("utf-8", "replace")
-        base = RawEntry(section, container, off, kind, _kind_name(kind), arch, _suffix(flags), major,
-                        minor, flags, hsize, padded, csize if compressed else 0,
-                        usize if compressed else 0, identifier, False, payload, length)
+        base = RawEntry(
+            section,
+            container,
+            off,
+            kind,
+            _kind_name(kind),
+            arch,
+            _suffix(flags),
+            major,
+            minor,
+            flags,
+            hsize,
+            padded,
+            csize if compressed else 0,
+            usize if compressed else 0,
+            identifier,
+            False,
+            payload,
+            length,
+        )
         if kind == 0x100:
             _nested(reader, off, hsize, base, res)
         else:
@@ -223,17 +262,38 @@ def _nested(reader: Reader, off: int, hsize: int, outer: RawEntry, res: WalkResu
     for _ in range(count):
         if pos + _ENTRY.size > off + hsize:
             break
-        (kind, _ver, nh, padded, csize, _o, minor, major, arch, _io, _il, flags, _k,
-         usize) = _ENTRY.unpack(reader.read(pos, _ENTRY.size))
+        (kind, _ver, nh, padded, csize, _o, minor, major, arch, _io, _il, flags, _k, usize) = _ENTRY.unpack(
+            reader.read(pos, _ENTRY.size)
+        )
         stride = nh if _ENTRY.size <= nh <= room and nh % 8 == 0 else default_stride
-        res.entries.append(RawEntry(outer.section, outer.container, pos, kind, _kind_name(kind), arch,
-                                    _suffix(flags), major, minor, flags, nh, padded, csize, usize, None,
-                                    True, 0, 0))
+        res.entries.append(
+            RawEntry(
+                outer.section,
+                outer.container,
+                pos,
+                kind,
+                _kind_name(kind),
+                arch,
+                _suffix(flags),
+                major,
+                minor,
+                flags,
+                nh,
+                padded,
+                csize,
+                usize,
+                None,
+                True,
+                0,
+                0,
+            )
+        )
         pos += max(stride, 8)
 
 
 # ----------------------------------------------------------------------------------------------
 # payloads
+
 
 def payload(reader: Reader, entry: RawEntry) -> bytes:
     """The entry's payload, decompressed (PTX text keeps its NUL padding stripped)."""
@@ -250,8 +310,9 @@ def decompress(raw: bytes, compression: str | None, uncompressed_size: int) -> b
     if compression is None:
         return raw
     if uncompressed_size <= 0 or uncompressed_size > min(MAX_PAYLOAD, MAX_RATIO * len(raw) + (1 << 20)):
-        raise FatbinParseError(f"implausible uncompressed size {uncompressed_size} for {len(raw)} "
-                               "compressed bytes")
+        raise FatbinParseError(
+            f"implausible uncompressed size {uncompressed_size} for {len(raw)} compressed bytes"
+        )
     try:
         if compression == "lz4":
             import lz4.block

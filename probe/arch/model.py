@@ -6,13 +6,13 @@ existing ones are never renamed or removed within a schema version. docs/scan.md
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 1
 
-EntryKind = str          # "sass", "ptx", "lto-ir", "relocatable-ptx", "tile-ir", "index", "kind-0x.."
+EntryKind = str  # "sass", "ptx", "lto-ir", "relocatable-ptx", "tile-ir", "index", "kind-0x.."
 FileKind = Literal["elf", "cubin", "fatbin", "ptx", "wheel", "other"]
 VerdictName = Literal["sass", "sass-compatible", "ptx-jit", "none"]
 
@@ -29,21 +29,27 @@ class Entry(BaseModel):
     sm: int
     suffix: Literal["", "a", "f"]
     ptx_isa: str | None = None
-    code_version: str | None = Field(None, description="SASS: cubin code version from the fatbin "
-                                     "header ('1.8' = ELF ABI 8); bare cubin: its EI_ABIVERSION")
+    code_version: str | None = Field(
+        None,
+        description="SASS: cubin code version from the fatbin "
+        "header ('1.8' = ELF ABI 8); bare cubin: its EI_ABIVERSION",
+    )
     compression: Literal["zstd", "lz4"] | None = None
-    loadable: bool = Field(description="False for __nv_relfatbin entries and kinds the driver does not "
-                           "load (LTO-IR, index, ...)")
+    loadable: bool = Field(
+        description="False for __nv_relfatbin entries and kinds the driver does not load (LTO-IR, index, ...)"
+    )
     size: int = Field(description="stored payload bytes (compressed size when compressed)")
     uncompressed_size: int | None = None
-    offset: int | None = Field(None, description="offset of the entry header (or file) in the file / "
-                               "wheel member")
+    offset: int | None = Field(
+        None, description="offset of the entry header (or file) in the file / wheel member"
+    )
     flags: int | None = Field(None, description="raw fatbin entry flags")
     nested: bool = Field(False, description="described inside a concatenated (kind 0x100) entry")
     identifier: str | None = None
     toolkit: str | None = Field(None, description="bare cubin: CUDA release from .note.nv.tkinfo")
-    kernels: list[str] | None = Field(None, description="mangled kernel entry points (--kernels only; "
-                                      "None when not read or not applicable)")
+    kernels: list[str] | None = Field(
+        None, description="mangled kernel entry points (--kernels only; None when not read or not applicable)"
+    )
     kernels_error: str | None = None
 
     @property
@@ -81,26 +87,33 @@ class FileRecord(BaseModel):
 class Target(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    target: str                      # "sm_90"
-    cc: str                          # "9.0"
+    target: str  # "sm_90"
+    cc: str  # "9.0"
     name: str
     source: Literal["local-gpu", "argument", "catalog"]
 
 
+class TargetVerdict(BaseModel):
+    """Verdict of one file (or kernel) on one target."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    verdict: VerdictName
+    via: str | None = None  # the code the driver would pick, e.g. "sm_100f"
+    reason: str
+    min_driver: str | None = None  # ptx-jit: CUDA driver version that knows the PTX ISA
+    containers_loadable: int | None = None  # file rows: containers with code for the target
+    containers: int | None = None  # file rows: containers with loadable code in total
+
+
 class FileVerdict(BaseModel):
-    """Verdict of one file (or one kernel of it) on one target."""
+    """Verdicts of one file (``kernel`` None) or one kernel of it, keyed by target (``sm_90``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     path: str
-    target: str
-    kernel: str | None = None        # demangled kernel name for per-kernel rows
-    verdict: VerdictName
-    via: str | None = None           # the code the driver would pick, e.g. "sm_100f"
-    reason: str
-    min_driver: str | None = None
-    containers_loadable: int | None = None
-    containers: int | None = None
+    kernel: str | None = None  # demangled kernel name for per-kernel rows
+    targets: dict[str, TargetVerdict]
 
 
 class Summary(BaseModel):
@@ -140,3 +153,4 @@ class ScanReport(BaseModel):
     targets: list[Target] = []
     verdicts: list[FileVerdict] = []
     verify: VerifyReport | None = None
+    backends: Any = Field(None, description="--backends: the backend view (probe.arch.backends), as it returns it")

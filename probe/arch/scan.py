@@ -12,6 +12,9 @@ yields one :class:`~probe.arch.model.FileRecord`; problems (unreadable, truncate
 go into its ``error`` field, never into an exception.
 """
 
+# ruff: noqa: PTH100, PTH112, PTH116, PTH118, PTH208
+# (paths stay str on the scan's hot path: os.path is several times cheaper than pathlib)
+
 from __future__ import annotations
 
 import json
@@ -49,10 +52,10 @@ CACHE_MIN_SIZE = 1 << 20
 
 @dataclass(frozen=True)
 class Candidate:
-    path: str                    # absolute path as found (not resolved)
+    path: str  # absolute path as found (not resolved)
     package: str | None = None
-    error: str | None = None     # set when the file could not even be stat'ed
-    size: int = -1               # from the walk's stat (-1: unknown)
+    error: str | None = None  # set when the file could not even be stat'ed
+    size: int = -1  # from the walk's stat (-1: unknown)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -136,8 +139,13 @@ def describe(reader: elf.Reader, rec: FileRecord, *, name: str, kernels: bool) -
 def _describe_host_elf(reader: elf.Reader, rec: FileRecord, kernels: bool) -> None:
     problems: list[str] = []
     for sec in elf.device_sections(reader):
-        res = fatbin.walk_region(reader, sec.offset, sec.offset + sec.size, section=sec.name,
-                                 first_container=rec.containers + rec.relocatable_containers)
+        res = fatbin.walk_region(
+            reader,
+            sec.offset,
+            sec.offset + sec.size,
+            section=sec.name,
+            first_container=rec.containers + rec.relocatable_containers,
+        )
         _add_walk(reader, rec, res, kernels)
         problems.extend(res.problems)
     if problems and not rec.error:
@@ -159,12 +167,24 @@ def _add_walk(reader: elf.Reader, rec: FileRecord, res: fatbin.WalkResult, kerne
 
 def entry_from_raw(raw: fatbin.RawEntry, reader: elf.Reader | None) -> Entry:
     loadable = raw.section in (".nv_fatbin", "fatbin") and raw.kind in ("sass", "ptx")
-    e = Entry(section=raw.section, container=raw.container, kind=raw.kind, arch=raw.label, sm=raw.arch,
-              suffix=raw.suffix, ptx_isa=raw.ptx_isa,
-              code_version=f"{raw.major}.{raw.minor}" if raw.kind == "sass" else None,
-              compression=raw.compression, loadable=loadable, size=raw.payload_length or raw.padded_size,
-              uncompressed_size=raw.uncompressed_size or None, offset=raw.offset, flags=raw.flags,
-              nested=raw.nested, identifier=raw.identifier)
+    e = Entry(
+        section=raw.section,
+        container=raw.container,
+        kind=raw.kind,
+        arch=raw.label,
+        sm=raw.arch,
+        suffix=raw.suffix,
+        ptx_isa=raw.ptx_isa,
+        code_version=f"{raw.major}.{raw.minor}" if raw.kind == "sass" else None,
+        compression=raw.compression,
+        loadable=loadable,
+        size=raw.payload_length or raw.padded_size,
+        uncompressed_size=raw.uncompressed_size or None,
+        offset=raw.offset,
+        flags=raw.flags,
+        nested=raw.nested,
+        identifier=raw.identifier,
+    )
     if reader is not None and raw.kind in ("sass", "ptx") and not raw.nested:
         try:
             data = fatbin.payload(reader, raw)
@@ -184,8 +204,10 @@ def kernel_index(entries: Iterable[Entry]) -> list[KernelInfo]:
             s = codes.setdefault(k, set())
             if e.loadable and e.arch:
                 s.add(e.arch)
-    return sorted((KernelInfo(name=demangle(k), mangled=k, codes=sorted(v, key=_label_key))
-                   for k, v in codes.items()), key=lambda ki: ki.name)
+    return sorted(
+        (KernelInfo(name=demangle(k), mangled=k, codes=sorted(v, key=_label_key)) for k, v in codes.items()),
+        key=lambda ki: ki.name,
+    )
 
 
 def _label_key(label: str) -> tuple[int, int, str]:
@@ -193,12 +215,24 @@ def _label_key(label: str) -> tuple[int, int, str]:
     return (0 if label.startswith("sm") else 1, int(m.group(2)), m.group(3)) if m else (2, 0, label)
 
 
-def _describe_cubin(reader: elf.Reader, rec: FileRecord, kernels: bool,
-                    hdr: elf.ElfHeader | None = None) -> None:
+def _describe_cubin(
+    reader: elf.Reader, rec: FileRecord, kernels: bool, hdr: elf.ElfHeader | None = None
+) -> None:
     info = elf.cubin_info(reader, hdr)
-    e = Entry(section="cubin", container=0, kind="sass", arch=f"sm_{info.sm}{info.suffix}", sm=info.sm,
-              suffix=info.suffix, code_version=str(info.abi_version), loadable=info.e_type != elf.ET_REL,
-              size=reader.size, offset=0, flags=info.e_flags, toolkit=info.toolkit)
+    e = Entry(
+        section="cubin",
+        container=0,
+        kind="sass",
+        arch=f"sm_{info.sm}{info.suffix}",
+        sm=info.sm,
+        suffix=info.suffix,
+        code_version=str(info.abi_version),
+        loadable=info.e_type != elf.ET_REL,
+        size=reader.size,
+        offset=0,
+        flags=info.e_flags,
+        toolkit=info.toolkit,
+    )
     if kernels:
         try:
             e.kernels = elf.cubin_kernels(reader.read(0, reader.size))
@@ -224,8 +258,18 @@ def _describe_ptx(reader: elf.Reader, rec: FileRecord, kernels: bool) -> None:
         rec.error = "not a PTX file (no .version / .target directive)"
         return
     sm, suffix = int(m.group(2)), m.group(3)
-    e = Entry(section="ptx", container=0, kind="ptx", arch=f"compute_{sm}{suffix}", sm=sm,
-              suffix=suffix, ptx_isa=version, loadable=True, size=reader.size, offset=0)
+    e = Entry(
+        section="ptx",
+        container=0,
+        kind="ptx",
+        arch=f"compute_{sm}{suffix}",
+        sm=sm,
+        suffix=suffix,
+        ptx_isa=version,
+        loadable=True,
+        size=reader.size,
+        offset=0,
+    )
     if kernels:
         e.kernels = fatbin.ptx_kernels(text)
     rec.entries.append(e)
@@ -238,11 +282,13 @@ def _describe_ptx(reader: elf.Reader, rec: FileRecord, kernels: bool) -> None:
 
 
 def _python_site_dirs_code() -> str:
-    return ("import json,site,sysconfig\n"
-            "p=[sysconfig.get_paths().get(k) for k in ('purelib','platlib')]\n"
-            "try: p+=site.getsitepackages()\nexcept Exception: pass\n"
-            "try: p.append(site.getusersitepackages())\nexcept Exception: pass\n"
-            "print(json.dumps([x for x in p if x]))")
+    return (
+        "import json,site,sysconfig\n"
+        "p=[sysconfig.get_paths().get(k) for k in ('purelib','platlib')]\n"
+        "try: p+=site.getsitepackages()\nexcept Exception: pass\n"
+        "try: p.append(site.getusersitepackages())\nexcept Exception: pass\n"
+        "print(json.dumps([x for x in p if x]))"
+    )
 
 
 def default_roots(python: str | None = None, *, timeout: float = 60.0) -> list[str]:
@@ -259,8 +305,13 @@ def default_roots(python: str | None = None, *, timeout: float = 60.0) -> list[s
             pass
     else:
         try:
-            out = subprocess.run([python, "-c", _python_site_dirs_code()], capture_output=True, text=True,
-                                 timeout=timeout, check=False)
+            out = subprocess.run(
+                [python, "-c", _python_site_dirs_code()],
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
         except FileNotFoundError:
             raise UsageError(f"--python {python}: no such interpreter") from None
         except PermissionError:
@@ -270,8 +321,10 @@ def default_roots(python: str | None = None, *, timeout: float = 60.0) -> list[s
         except OSError as exc:
             raise UsageError(f"--python {python}: cannot run it: {exc}") from None
         if out.returncode != 0:
-            raise UsageError(f"--python {python}: exited with {out.returncode}: "
-                             f"{out.stderr.strip().splitlines()[-1:] or ''}")
+            raise UsageError(
+                f"--python {python}: exited with {out.returncode}: "
+                f"{out.stderr.strip().splitlines()[-1:] or ''}"
+            )
         try:
             dirs = [str(d) for d in json.loads(out.stdout.strip().splitlines()[-1])]
         except (ValueError, IndexError):
@@ -302,15 +355,20 @@ def cache_roots(site_dirs: Sequence[str] = ()) -> list[tuple[str, str]]:
     env = os.environ
     out: list[tuple[str, str]] = []
     fi_base = env.get("FLASHINFER_WORKSPACE_BASE")
-    out.append((str(Path(fi_base) / ".cache" / "flashinfer") if fi_base else str(home / ".cache" / "flashinfer"),
-                "flashinfer-jit-cache-dir"))
+    out.append(
+        (
+            str(Path(fi_base) / ".cache" / "flashinfer") if fi_base else str(home / ".cache" / "flashinfer"),
+            "flashinfer-jit-cache-dir",
+        )
+    )
     if env.get("FLASHINFER_CUBIN_DIR"):
         out.append((env["FLASHINFER_CUBIN_DIR"], "flashinfer-cubin-dir"))
     for sd in site_dirs:
         out.append((os.path.join(sd, "flashinfer_cubin", "cubins"), "flashinfer-cubin"))
         out.append((os.path.join(sd, "flashinfer_jit_cache", "jit_cache"), "flashinfer-jit-cache"))
-    out.append((env.get("TORCH_EXTENSIONS_DIR") or str(home / ".cache" / "torch_extensions"),
-                "torch-extensions"))
+    out.append(
+        (env.get("TORCH_EXTENSIONS_DIR") or str(home / ".cache" / "torch_extensions"), "torch-extensions")
+    )
     out.append((env.get("TRITON_CACHE_DIR") or str(home / ".triton" / "cache"), "triton-cache"))
     seen: set[str] = set()
     found = []
@@ -357,7 +415,7 @@ class PackageResolver:
             i = path.rfind(os.sep + marker + os.sep)
             if i >= 0:
                 site_dir = path[: i + len(marker) + 1]
-                rel = path[i + len(marker) + 2:]
+                rel = path[i + len(marker) + 2 :]
                 top = rel.split(os.sep, 1)[0].split(".")[0]
                 return self._index(site_dir).get(os.path.normpath(rel)) or top or None
         return None
@@ -459,8 +517,14 @@ def _scan_candidate(c: Candidate, kernels: bool, cache: object | None) -> list[F
     return [rec]
 
 
-def scan_paths(paths: Sequence[str | os.PathLike[str]], *, kernels: bool = False, use_cache: bool = True,
-               jobs: int | None = None, labels: dict[str, str] | None = None) -> list[FileRecord]:
+def scan_paths(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    kernels: bool = False,
+    use_cache: bool = True,
+    jobs: int | None = None,
+    labels: dict[str, str] | None = None,
+) -> list[FileRecord]:
     """Scan files / folders / wheels; one record per file (wheel: per member), in walk order.
 
     ``labels`` maps a root folder to the package label given to everything under it (caches).
@@ -477,7 +541,7 @@ def scan_paths(paths: Sequence[str | os.PathLike[str]], *, kernels: bool = False
         heavy = kernels or any(c.path.endswith(".whl") for c in candidates)
         jobs = min(4, os.cpu_count() or 1) if heavy else 1
     size = 256 if len(candidates) > 1024 else 1 if jobs > 1 else 256
-    batches = [candidates[i:i + size] for i in range(0, len(candidates), size)]
+    batches = [candidates[i : i + size] for i in range(0, len(candidates), size)]
 
     def run(batch: list[Candidate]) -> list[FileRecord]:
         out: list[FileRecord] = []
@@ -526,15 +590,26 @@ def target_of(gpu: Gpu, source: str) -> Target:
     return Target(target=gpu.label, cc=gpu.cc, name=gpu.names[0], source=source)  # type: ignore[arg-type]
 
 
-def build_report(files: Sequence[FileRecord], gpus: Sequence[Gpu], *, source: str = "argument",
-                 per_kernel: bool = False, roots: Sequence[str] = (), seconds: float | None = None,
-                 ) -> ScanReport:
+def build_report(
+    files: Sequence[FileRecord],
+    gpus: Sequence[Gpu],
+    *,
+    source: str = "argument",
+    per_kernel: bool = False,
+    roots: Sequence[str] = (),
+    seconds: float | None = None,
+) -> ScanReport:
     """Assemble the JSON report: files, summary, targets and every verdict."""
     from probe.arch.verdicts import file_verdicts
 
-    return ScanReport(probe_version=__version__, roots=list(roots), files=list(files),
-                      summary=summarize(files, seconds), targets=[target_of(g, source) for g in gpus],
-                      verdicts=file_verdicts(files, gpus, per_kernel=per_kernel))
+    return ScanReport(
+        probe_version=__version__,
+        roots=list(roots),
+        files=list(files),
+        summary=summarize(files, seconds),
+        targets=[target_of(g, source) for g in gpus],
+        verdicts=file_verdicts(files, gpus, per_kernel=per_kernel),
+    )
 
 
 def timed_scan(paths: Sequence[str], **kw: object) -> tuple[list[FileRecord], float]:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from probe.arch.compat import Code, Decision, best
-from probe.arch.model import Entry, FileRecord, FileVerdict
+from probe.arch.model import Entry, FileRecord, FileVerdict, TargetVerdict
 from probe.catalog.gpus import Gpu
 
 
@@ -21,8 +21,12 @@ def entry_code(entry: Entry) -> Code | None:
     """The :class:`Code` of an entry the driver can load, or None (relfatbin, LTO-IR, index ...)."""
     if not entry.loadable or entry.kind not in ("sass", "ptx"):
         return None
-    return Code("sass" if entry.kind == "sass" else "ptx", entry.sm, entry.suffix,  # type: ignore[arg-type]
-                entry.ptx_isa)
+    return Code(
+        "sass" if entry.kind == "sass" else "ptx",
+        entry.sm,
+        entry.suffix,  # type: ignore[arg-type]
+        entry.ptx_isa,
+    )
 
 
 def file_codes(record: FileRecord) -> list[Code]:
@@ -78,37 +82,41 @@ def labels(codes: Iterable[Code]) -> list[str]:
     return [c.label for c in codes]
 
 
-def file_verdicts(files: Sequence[FileRecord], gpus: Sequence[Gpu], *,
-                  per_kernel: bool = False) -> list[FileVerdict]:
-    """Verdict rows for every file with device code (and every kernel when ``per_kernel``).
+def file_verdicts(
+    files: Sequence[FileRecord], gpus: Sequence[Gpu], *, per_kernel: bool = False
+) -> list[FileVerdict]:
+    """One row per file with device code (and per kernel when ``per_kernel``), verdicts by target.
 
     Decisions are memoised by code set: thousands of cubins share a handful of target sets.
     """
     rows: list[FileVerdict] = []
-    memo: dict[tuple[tuple[Code, ...], int], Decision] = {}
+    memo: dict[tuple[tuple[Code, ...], int, int, int], TargetVerdict] = {}
 
-    def decide_set(codes: Sequence[Code], gpu: Gpu) -> Decision:
-        key = (tuple(codes), gpu.sm)
-        d = memo.get(key)
-        if d is None:
-            d = memo[key] = verdict_for(codes, gpu)
-        return d
+    def verdict(codes: Sequence[Code], gpu: Gpu, cov: tuple[int, int] | None) -> TargetVerdict:
+        key = (tuple(codes), gpu.sm, *(cov or (-1, -1)))
+        tv = memo.get(key)
+        if tv is None:
+            d = verdict_for(codes, gpu)
+            tv = memo[key] = TargetVerdict(
+                verdict=d.verdict.value, via=d.code.label if d.code else None, reason=d.reason,
+                min_driver=d.min_driver, containers_loadable=cov[0] if cov else None,
+                containers=cov[1] if cov else None)
+        return tv
 
     for rec in files:
         codes = file_codes(rec)
         if not codes:
             continue
-        kcodes = kernel_codes(rec) if per_kernel else {}
+        by_target = {}
         for gpu in gpus:
-            d = decide_set(codes, gpu)
-            ok, total = container_coverage(rec, gpu) if rec.containers > 1 else (
-                (1 if d.verdict.loadable else 0), 1)
-            rows.append(FileVerdict(path=rec.path, target=gpu.label, verdict=d.verdict.value,
-                                    via=d.code.label if d.code else None, reason=d.reason,
-                                    min_driver=d.min_driver, containers_loadable=ok, containers=total))
-            for name, kc in kcodes.items():
-                kd = decide_set(kc, gpu)
-                rows.append(FileVerdict(path=rec.path, target=gpu.label, kernel=name,
-                                        verdict=kd.verdict.value, via=kd.code.label if kd.code else None,
-                                        reason=kd.reason, min_driver=kd.min_driver))
+            if rec.containers > 1:
+                cov = container_coverage(rec, gpu)
+            else:
+                cov = (1 if verdict_for(codes, gpu).verdict.loadable else 0, 1)
+            by_target[gpu.label] = verdict(codes, gpu, cov)
+        rows.append(FileVerdict(path=rec.path, targets=by_target))
+        if per_kernel:
+            for name, kc in kernel_codes(rec).items():
+                rows.append(FileVerdict(path=rec.path, kernel=name,
+                                        targets={g.label: verdict(kc, g, None) for g in gpus}))
     return rows

@@ -15,6 +15,9 @@ Per member (``.so``/``.so.N``/``.cubin``/``.fatbin``/``.ptx``):
   ``--kernels`` needs payloads: a second streaming pass reads them in file order.
 """
 
+# ruff: noqa: PTH100, PTH119, PTH202
+# (paths stay str on the scan's hot path: os.path is several times cheaper than pathlib)
+
 from __future__ import annotations
 
 import logging
@@ -52,7 +55,7 @@ class ForwardReader:
         self._s = stream
         self.size = size
         self._buf = bytearray()
-        self._pos = 0              # absolute offset of _buf[0]
+        self._pos = 0  # absolute offset of _buf[0]
         self._eof = False
         self._windows: list[tuple[int, int, bytearray]] = []
 
@@ -77,7 +80,7 @@ class ForwardReader:
         for a, b, data in self._windows:
             lo, hi = max(a, self._pos), min(b, self._pos + n)
             if hi > lo and lo == a + len(data):
-                data += self._buf[lo - self._pos:hi - self._pos]
+                data += self._buf[lo - self._pos : hi - self._pos]
         del self._buf[:n]
         self._pos += n
 
@@ -97,7 +100,7 @@ class ForwardReader:
         self.skip_to(offset)
         self._fill(offset + length)
         i = offset - self._pos
-        data = bytes(self._buf[i:i + length])
+        data = bytes(self._buf[i : i + length])
         if len(data) != length:
             raise elf.ElfParseError(f"member ends early at {offset + len(data)} (truncated archive?)")
         return data
@@ -129,7 +132,7 @@ class ForwardReader:
     def window(self, start: int, end: int) -> bytes | None:
         for a, b, data in self._windows:
             if a <= start and end <= a + len(data) and end <= b:
-                return bytes(data[start - a:end - a])
+                return bytes(data[start - a : end - a])
         return None
 
     def finish(self) -> None:
@@ -164,8 +167,13 @@ def _plausible_container(fr: ForwardReader, off: int) -> bool:
     if hsize != 16 or fat_size < 64 or off + 16 + fat_size > fr.size:
         return False
     kind, ver, ehsize, padded = struct.unpack_from("<HHIQ", head, 16)
-    return (kind in fatbin.KIND_NAMES and ver in (0x0101, 0x0001, 0x0100) and 64 <= ehsize <= 65536
-            and ehsize % 8 == 0 and ehsize + padded <= fat_size)
+    return (
+        kind in fatbin.KIND_NAMES
+        and ver in (0x0101, 0x0001, 0x0100)
+        and 64 <= ehsize <= 65536
+        and ehsize % 8 == 0
+        and ehsize + padded <= fat_size
+    )
 
 
 def _stream_elf(open_member: Callable[[], IO[bytes]], size: int, rec: FileRecord, kernels: bool) -> None:
@@ -201,7 +209,7 @@ def _stream_elf(open_member: Callable[[], IO[bytes]], size: int, rec: FileRecord
     sparse = _SparseReader(fr, open_member)
     sections = [x for x in elf.parse_sections(sparse, hdr) if x.name in elf.DEVICE_SECTIONS and x.has_bytes]
     rec.kind = "elf"
-    from probe.arch.scan import _add_walk  # noqa: PLC0415 (shared with the on-disk path)
+    from probe.arch.scan import _add_walk
 
     # Chains may run across adjacent sections (.nv_fatbin is often followed by __nv_relfatbin):
     # attribute each entry to the section holding its header, renumber containers per section.
@@ -232,12 +240,15 @@ def _stream_elf(open_member: Callable[[], IO[bytes]], size: int, rec: FileRecord
         _stream_kernels(open_member, size, rec, kept)
 
 
-def _stream_kernels(open_member: Callable[[], IO[bytes]], size: int, rec: FileRecord,
-                    raws: list[fatbin.RawEntry]) -> None:
+def _stream_kernels(
+    open_member: Callable[[], IO[bytes]], size: int, rec: FileRecord, raws: list[fatbin.RawEntry]
+) -> None:
     from probe.arch.scan import kernel_index
 
-    wanted = sorted((r for r in raws if r.kind in ("sass", "ptx") and not r.nested and r.payload_length),
-                    key=lambda r: r.payload_offset)
+    wanted = sorted(
+        (r for r in raws if r.kind in ("sass", "ptx") and not r.nested and r.payload_length),
+        key=lambda r: r.payload_offset,
+    )
     by_offset = {e.offset: e for e in rec.entries}
     with open_member() as s:
         fr = ForwardReader(s, size)
@@ -302,12 +313,20 @@ def scan_wheel(path: str, *, kernels: bool = False, cache: object | None = None)
             for info in zf.infolist():
                 if info.is_dir() or not MEMBER_RE.search(info.filename):
                     continue
-                rec = FileRecord(path=f"{os.path.abspath(path)}!{info.filename}", package=package,
-                                 size=info.file_size)
+                rec = FileRecord(
+                    path=f"{os.path.abspath(path)}!{info.filename}", package=package, size=info.file_size
+                )
                 try:
                     _scan_member(zf, fd, info, rec, kernels, describe)
-                except (zipfile.BadZipFile, zlib.error, EOFError, OSError, BackwardRead,
-                        NotImplementedError, RuntimeError) as exc:
+                except (
+                    zipfile.BadZipFile,
+                    zlib.error,
+                    EOFError,
+                    OSError,
+                    BackwardRead,
+                    NotImplementedError,
+                    RuntimeError,
+                ) as exc:
                     rec.error = f"cannot read member: {exc}"
                 except (elf.ElfParseError, fatbin.FatbinParseError) as exc:
                     rec.error = str(exc)
@@ -319,8 +338,14 @@ def scan_wheel(path: str, *, kernels: bool = False, cache: object | None = None)
     return records
 
 
-def _scan_member(zf: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, rec: FileRecord, kernels: bool,
-                 describe: Callable[..., None]) -> None:
+def _scan_member(
+    zf: zipfile.ZipFile,
+    fd: int,
+    info: zipfile.ZipInfo,
+    rec: FileRecord,
+    kernels: bool,
+    describe: Callable[..., None],
+) -> None:
     if info.file_size == 0:
         rec.error = "empty file"
         return
@@ -332,7 +357,9 @@ def _scan_member(zf: zipfile.ZipFile, fd: int, info: zipfile.ZipInfo, rec: FileR
         reader = elf.Reader(lambda off, n: os.pread(fd, n, base + off), info.file_size)
         describe(reader, rec, name=info.filename, kernels=kernels)
         return
-    if info.file_size <= SMALL_MEMBER or not info.filename.endswith((".so",)) and ".so." not in info.filename:
+    if info.file_size <= SMALL_MEMBER or (
+        not info.filename.endswith((".so",)) and ".so." not in info.filename
+    ):
         if info.file_size > 1 << 30:
             rec.error = "member larger than 1 GiB: not read"
             return

@@ -56,7 +56,7 @@ def execute(args: argparse.Namespace) -> int:
     if found:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in r["env"].items())
         print("\n  " + (env + " " if env else "") + "vllm serve <model> " + shlex.join(r["flags"]))
-        print(f"  (flags spelled for vLLM {r['vllm_version'] or 'unknown'})\n")
+        print(f"  (flags spelled for vLLM {r['flags_for_vllm']}{'' if r['vllm_version'] else ', assumed'})\n")
         print("why:")
         for e in r["evidence"]:
             cite = f" — {e['citation']}" if e.get("citation") else ""

@@ -33,6 +33,30 @@ def backend_kind(backend: str) -> str:
     return "moe"
 
 
+STATIC_KIND = "probe.static-predictions"
+
+
+def _is_view_cells(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and isinstance(value[0], dict) and "target" in value[0]
+
+
+def is_static_predictions(doc: dict[str, Any]) -> bool:
+    """A static-predictions / ``probe scan`` document rather than a matrix or fleet."""
+    if doc.get("kind") == STATIC_KIND or isinstance(doc.get("provenance"), list):
+        return True
+    if "provenance" in doc or doc.get("kind") == "fleet":
+        return False
+    if _is_view_cells(doc.get("cells")):
+        return True
+    return "cells" not in doc and any(
+        k in doc for k in ("backends", "backend_cells", "backend_table", "verdicts", "files")
+    )
+
+
+def _short(text: str, n: int = 400) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 def _view_rows(cells: list[Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
     """Rows of ``probe scan --backends --json`` (``probe.arch.backends.backends_json``) cells."""
     for c in cells:
@@ -59,7 +83,7 @@ def _view_rows(cells: list[Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
             str(c["target"]),
             {
                 "verdict": c["verdict"],
-                "reason": c.get("reason") or c["verdict"],
+                "reason": _short(str(c.get("reason") or c["verdict"])),
                 "via": via,
                 "files": files[:5],
             },
@@ -73,13 +97,12 @@ def iter_verdict_rows(data: dict[str, Any]) -> Iterator[tuple[str, str, dict[str
     reason}]}``, and the backend view of ``probe scan --backends --json`` (``{"cells": [...]}``, also
     nested as ``{"backends": {"cells": [...]}}``).
     """
-    if (
-        isinstance(data.get("cells"), list)
-        and data["cells"]
-        and isinstance(data["cells"][0], dict)
-        and "target" in data["cells"][0]
-    ):
-        yield from _view_rows(data["cells"])
+    for key in ("backend_cells", "cells"):
+        if _is_view_cells(data.get(key)):
+            yield from _view_rows(data[key])
+            return
+    if isinstance(data.get("backend_table"), list):
+        yield from _table_rows(data["backend_table"])
         return
     raw = data.get("backends", data.get("verdicts", {})) or {}
     if isinstance(raw, dict) and isinstance(raw.get("cells"), list):

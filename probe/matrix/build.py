@@ -281,7 +281,8 @@ def static_from_scan(data: dict[str, Any] | StaticSection) -> StaticSection:
         if not path:
             continue
         kernels = []
-        for k in entry.get("kernels", []) or []:
+        raw_kernels = entry.get("kernels")
+        for k in raw_kernels if isinstance(raw_kernels, list) else []:
             if isinstance(k, dict) and k.get("name"):
                 kernels.append(StaticKernel(name=str(k["name"]), arches=sorted(set(_file_arches(k)))))
         files.append(
@@ -305,11 +306,16 @@ def static_from_scan(data: dict[str, Any] | StaticSection) -> StaticSection:
     targets = [t.get("target") if isinstance(t, dict) else t for t in data.get("targets") or []] or sorted(
         {t for per in table.values() for t in per}
     )
-    packages = data.get("packages") or {}
+    packages = data.get("packages") or data.get("backend_catalog_reference") or {}
     if isinstance(packages, list):
         packages = {str(x.get("name")): str(x.get("version")) for x in packages if isinstance(x, dict)}
+    if not packages and isinstance(data.get("provenance"), list):  # static predictions: the scanned wheels
+        packages = {
+            str(w.get("package")): str(w.get("wheel")) for w in data["provenance"] if isinstance(w, dict)
+        }
+    source = data.get("source") or data.get("name")
     return StaticSection(
-        source=data.get("source"),
+        source=str(source) if source else None,
         packages={str(k): str(v) for k, v in packages.items()},
         targets=[str(t) for t in targets],
         files=files,
@@ -320,6 +326,22 @@ def static_from_scan(data: dict[str, Any] | StaticSection) -> StaticSection:
 def predicted_cells(static: StaticSection) -> list[Cell]:
     """One ``predicted`` cell per backend and target of the static verdict table."""
     return [Cell.model_validate(c) for c in predicted_cell_dicts(static.model_dump())]
+
+
+def static_predictions_matrix(doc: dict[str, Any]) -> Matrix:
+    """A published static-predictions file (``matrices/static/``) as a matrix of ``predicted`` cells.
+
+    No GPU ran anything: ``provenance.gpu`` is empty and every cell carries its own ``gpu_sm``.
+    """
+    gen = doc.get("generated_by") if isinstance(doc.get("generated_by"), dict) else {}
+    static = static_from_scan(doc)
+    prov = Provenance(
+        created_at=str(doc.get("created_at") or "unknown"),
+        probe_version=str(gen.get("probe_version") or __version__),
+        label=str(doc.get("name") or "static predictions"),
+        note=(str(doc.get("what")) if doc.get("what") else None),
+    )
+    return Matrix(provenance=prov, static=static, cells=predicted_cells(static))
 
 
 def _merge_child_facts(prov: dict[str, Any], results: list[CellResult]) -> dict[str, Any]:

@@ -76,6 +76,18 @@ def run_gate(
             )
         )
         return GateReport(EXIT_INFRA, "probe infrastructure failed", checks)
+    bg, cg = baseline.provenance.gpu, current.provenance.gpu
+    if bg and cg and bg.sm is not None and cg.sm is not None and bg.sm != cg.sm:
+        checks.append(
+            Check(
+                "infra",
+                "gpu",
+                False,
+                f"the baseline was measured on sm_{bg.sm}, the current "
+                f"matrix on sm_{cg.sm}: gate compares one GPU with itself",
+            )
+        )
+        return GateReport(EXIT_NOTHING_TO_COMPARE, "different GPUs: nothing to compare", checks)
     cmp = compare(baseline, current, models=models)
     if cmp.baseline_cells and cmp.current_cells == 0 and not required:
         checks.append(Check("infra", "cells", False, "the current matrix has no measured cells"))

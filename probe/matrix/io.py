@@ -34,7 +34,7 @@ def read_json(path: str | Path) -> Any:
 
 
 def check_header(data: Any, path: str | Path) -> str:
-    """Return the document kind ('matrix' or 'fleet') after checking schema_version."""
+    """Return the document kind ('matrix', 'fleet' or static predictions) after checking schema_version."""
     if not isinstance(data, dict):
         raise BadInputError(f"{path}: a matrix file holds a JSON object, found {type(data).__name__}")
     version = data.get("schema_version")
@@ -45,12 +45,10 @@ def check_header(data: Any, path: str | Path) -> str:
             hint="re-create the file with this probe version or use a matching probe",
         )
     kind = data.get("kind", "matrix")
-    if kind == "matrix" and "provenance" not in data and ("files" in data or "backends" in data):
-        raise BadInputError(
-            f"{path}: this is a `probe scan` report, not a matrix",
-            hint="`probe recommend --matrix` reads it as static predictions; to publish it as a matrix use "
-            "probe.matrix.build.build_matrix([], provenance=..., static=<scan JSON>)",
-        )
+    from probe.matrix._static import STATIC_KIND, is_static_predictions
+
+    if is_static_predictions(data):
+        return STATIC_KIND
     if kind not in ("matrix", "fleet"):
         raise BadInputError(f"{path}: unknown document kind {kind!r} (expected 'matrix' or 'fleet')")
     return str(kind)
@@ -81,6 +79,10 @@ def parse_document(data: Any, path: str | Path = "<data>") -> Any:
     kind = check_header(data, path)
     model = Fleet if kind == "fleet" else Matrix
     try:
+        if kind not in ("matrix", "fleet"):  # static predictions / a scan report: predicted cells only
+            from probe.matrix.build import static_predictions_matrix
+
+            return static_predictions_matrix(data)
         return model.model_validate(data)
     except ValidationError as exc:
         raise BadInputError(_format_validation_error(exc, path)) from exc
@@ -120,6 +122,9 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        mask = os.umask(0o022)
+        os.umask(mask)
+        Path(tmp).chmod(0o666 & ~mask)  # mkstemp creates 0600; a published matrix is an ordinary file
         Path(tmp).replace(p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -10,6 +10,8 @@ MAX_CAUSE = 90
 
 
 def shape_label(c: Cell) -> str:
+    if c.evidence == "predicted" and c.gpu_sm is not None:
+        return f"sm_{c.gpu_sm}"  # a static prediction is about a GPU, not a layer shape
     if c.kind == "moe":
         parts = [
             f"E={c.experts}" if c.experts else "",

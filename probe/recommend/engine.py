@@ -21,7 +21,7 @@ from typing import Any
 
 from probe.catalog import _model_index
 from probe.errors import BadInputError, UsageError
-from probe.matrix._static import predicted_cell_dicts
+from probe.matrix._static import is_static_predictions, predicted_cell_dicts
 from probe.outcomes import Outcome
 
 log = logging.getLogger(__name__)
@@ -174,14 +174,12 @@ def load_cells(paths: Iterable[Path]) -> tuple[list[dict[str, Any]], list[str]]:
             raise BadInputError(f"{f}: not JSON ({exc})") from exc
         if not isinstance(doc, dict):
             raise BadInputError(f"{f}: a matrix file holds a JSON object")
-        if (
-            "provenance" not in doc
-            and doc.get("kind") != "fleet"
-            and ("backends" in doc or "verdicts" in doc or "cells" in doc)
-        ):
+        if is_static_predictions(doc):
             # a raw `probe scan` table published next to the matrices
+            pk = doc.get("packages") or doc.get("backend_catalog_reference") or {}
+            vm = re.match(r"^\s*(\d+\.\d+\.\d+)", str(pk.get("vllm") or "")) if isinstance(pk, dict) else None
             for c in predicted_cell_dicts(doc):
-                c["_source"], c["_vllm"] = str(f), (doc.get("packages") or {}).get("vllm")
+                c["_source"], c["_vllm"] = str(f), vm.group(1) if vm else None
                 cells.append(c)
             used.append(str(f))
             continue
@@ -554,6 +552,7 @@ def recommend(
         "attention_backend": None,
         "fa_version": None,
         "vllm_version": None,
+        "flags_for_vllm": None,
         "flags": [],
         "env": {},
         "evidence": [],
@@ -681,6 +680,7 @@ def recommend(
             "attention_backend": best["attn"],
             "fa_version": best["fa"],
             "vllm_version": vllm,
+            "flags_for_vllm": vllm or fd["latest_known"],
             "flags": args,
             "env": env,
         }
@@ -717,7 +717,16 @@ def recommend(
             }
     # warnings from static predictions and reports
     for c in mine:
-        if c["evidence"] != "predicted":
+        if c["evidence"] == "measured":
+            continue
+        fa_failed = (
+            c.get("attention_backend") == "FLASH_ATTN" and c.get("fa_version") and c["outcome"] in _FAILED
+        )
+        if c["evidence"] == "reported":
+            if fa_failed:
+                warnings.append(
+                    f"FA{c['fa_version']} {c['outcome']} on sm_{sm} in a field report: {c.get('root_cause')}"
+                )
             continue
         if (
             best["moe"]
@@ -730,7 +739,7 @@ def recommend(
                 + (f" ({via})" if via else "")
                 + ": first start is slower and needs a driver that knows the PTX ISA"
             )
-        if c.get("attention_backend") == "FLASH_ATTN" and c.get("fa_version") and c["outcome"] in _FAILED:
+        if fa_failed:
             what = "has no code for" if c["outcome"] == "no_kernel_image" else "cannot run on"
             warnings.append(f"FA{c['fa_version']} {what} sm_{sm}: {c.get('root_cause')}")
     for c in mine:

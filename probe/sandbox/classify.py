@@ -46,7 +46,18 @@ _PREFIXES = [
     ),  # python logging rest
     re.compile(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+"),
     re.compile(r"^E {2,}"),  # pytest failure lines
+    re.compile(r"^\[\d{4}-\d\d-\d\d[ T][\d:.,]+(?: [A-Z]+\d+)+\]\s*"),  # SGLang [2024-12-13 01:44:59 TP0]
+    re.compile(r"^(?:stdout|stderr) [FP] "),  # Kubernetes CRI log (after its timestamp)
+    re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.@/-]+(?:\[\d+\])?: "),  # syslog / journal
+    re.compile(r"^\[\s*\d+\.\d+\]\s?"),  # dmesg [ 1843.308145]
+    re.compile(r"^\[rank\d+\]:\s?"),  # torch.distributed [rank0]:
+    re.compile(r"^[\w.-]+\s+\| "),  # docker compose service prefix
+    re.compile(r"^(?:`+|>\s)"),  # markdown quoting of a pasted line
 ]
+# Python's warnings module: "path.py:12: SomeWarning: message" (+ message lines, then the indented source)
+_PYWARN = re.compile(r"^\S.*?:\d+: (?:[A-Z]\w*)?Warning: ")
+# a finished progress bar ("100%|", "35/35") is not a stall
+_DONE_PROGRESS = re.compile(r"\b100%|\b(\d+)/\1\b(?!\d)")
 _EXC = re.compile(
     r"^\s*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure))(?::\s?(.*))?$"
 )
@@ -128,6 +139,7 @@ class LogScanner:
         self.tail: collections.deque[tuple[int, str, Signature | None]] = collections.deque(maxlen=3)
         self.last_finish: int | None = None
         self._in_tb = False
+        self._warn_body = 0  # lines left of a Python warning's message
 
     # -- feeding ----------------------------------------------------------------------------------
     def feed_text(self, text: str) -> None:
@@ -202,6 +214,30 @@ class LogScanner:
                     self.phase_marks.append((n, pm.phase))
                 break
         text = line.strip()[:1000]
+        # A Python warning never ends a run: its header may carry benign/degraded evidence only,
+        # and its message continuation lines (until the indented source line) carry none.
+        if stripped and _PYWARN.match(body):
+            self._warn_body = 3
+            if sig is not None and sig.kind not in ("benign", "degraded"):
+                sig = self._best(body, kinds=("benign", "degraded"))
+            if stripped:
+                self.tail.append((n, text, sig))
+            if sig is not None:
+                self._record(n, text, sig)
+            return
+        if self._warn_body and stripped:
+            new_record = body != line or stripped.startswith(_TB_START)
+            if body[:1].isspace() or new_record:
+                self._warn_body = 0
+                if not new_record:  # the quoted source line of the warning
+                    self.tail.append((n, text, None))
+                    return
+            else:
+                self._warn_body -= 1
+                self.tail.append((n, text, None))
+                return
+        if sig is not None and sig.kind == "stall" and _DONE_PROGRESS.search(body):
+            sig = None
         # Python tracebacks: the exception line ends a traceback block; the source lines quoted
         # inside the block ("    raise NoTritonConfigsError(") are not evidence of anything.
         exc_m = None
@@ -223,23 +259,26 @@ class LogScanner:
             # a raised exception is never benign: look for a failure signature on it, else map its type
             sig = self._best(body, kinds=("decisive", "wrapper", "echo"))
         if sig is not None:
-            bucket = self.hits[sig.kind]
-            if len(bucket) < _MAX_KEEP:
-                bucket.append(_Hit(n, text, sig, outcome=sig.outcome))
-            if (
-                sig.kind in ("benign", "degraded")
-                and sig.degraded_reason
-                and sig.degraded_reason not in self.degraded_reasons
-            ):
-                self.degraded_reasons.append(sig.degraded_reason)
-            if sig.kind == "finish":
-                self.last_finish = n
+            self._record(n, text, sig)
         elif exc_m is not None and len(self.exceptions) < _MAX_KEEP:
             etype, msg = exc_m.group(1), (exc_m.group(2) or "")
             if not etype.endswith("Warning"):
                 self.exceptions.append(_Hit(n, text, None, etype, msg, self._map_exception(etype, msg)))
         if stripped:
             self.tail.append((n, text, sig))
+
+    def _record(self, n: int, text: str, sig: Signature) -> None:
+        bucket = self.hits[sig.kind]
+        if len(bucket) < _MAX_KEEP:
+            bucket.append(_Hit(n, text, sig, outcome=sig.outcome))
+        if (
+            sig.kind in ("benign", "degraded")
+            and sig.degraded_reason
+            and sig.degraded_reason not in self.degraded_reasons
+        ):
+            self.degraded_reasons.append(sig.degraded_reason)
+        if sig.kind == "finish":
+            self.last_finish = n
 
     def _map_exception(self, etype: str, msg: str) -> Outcome:
         for rule in self.db.exceptions:

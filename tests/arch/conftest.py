@@ -28,7 +28,7 @@ _NOTES: list[str] = []
 class CudaFixtures:
     dir: Path
     manifest: dict
-    compiled: bool           # True: built by nvcc in this session; False: prebuilt copies
+    compiled: bool  # True: built by nvcc in this session; False: prebuilt copies
     nvcc: str | None
 
     def path(self, name: str) -> Path:
@@ -51,8 +51,10 @@ def cuda_fixtures(tmp_path_factory: pytest.TempPathFactory) -> CudaFixtures:
         except RuntimeError as exc:
             note = f"nvcc {release} could not build the CUDA fixtures ({exc}); using the prebuilt copies"
     else:
-        note = ("nvcc NOT FOUND: the scan tests run on the committed prebuilt CUDA fixtures only "
-                "(tests/fixtures/cuda/prebuilt/); install the CUDA toolkit to test freshly compiled code")
+        note = (
+            "nvcc NOT FOUND: the scan tests run on the committed prebuilt CUDA fixtures only "
+            "(tests/fixtures/cuda/prebuilt/); install the CUDA toolkit to test freshly compiled code"
+        )
     _NOTES.append(note)
     warnings.warn(note, stacklevel=1)
     out = tmp_path_factory.mktemp("cuda_prebuilt")
@@ -74,7 +76,7 @@ def _private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PROBE_CACHE_DIR", str(tmp_path / "probe-cache"))
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ANN001
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     for note in _NOTES:
         terminalreporter.write_sep("!", "WARNING")
         terminalreporter.write_line(note, red=True, bold=True)

@@ -7,8 +7,19 @@ import struct
 ENTRY = struct.Struct("<HHIQIIHHIIIQQQ")
 
 
-def entry(kind: int, arch: int, payload: bytes = b"\0" * 16, *, flags: int = 0x11, major: int = 1,
-          minor: int = 8, header_size: int = 64, csize: int = 0, usize: int = 0, extra: bytes = b"") -> bytes:
+def entry(
+    kind: int,
+    arch: int,
+    payload: bytes = b"\0" * 16,
+    *,
+    flags: int = 0x11,
+    major: int = 1,
+    minor: int = 8,
+    header_size: int = 64,
+    csize: int = 0,
+    usize: int = 0,
+    extra: bytes = b"",
+) -> bytes:
     padded = len(payload) + (-len(payload)) % 8
     hdr = ENTRY.pack(kind, 0x0101, header_size, padded, csize, 0, minor, major, arch, 0, 0, flags, 0, usize)
     ext = (extra + b"\0" * header_size)[: header_size - 64]
@@ -29,8 +40,14 @@ def concatenated(nested: list[tuple[int, int, int]], blob: bytes = b"\0" * 32) -
     return entry(0x100, 0, blob, flags=0x8011, major=0, minor=1, header_size=64 + len(extra), extra=extra)
 
 
-def elf64(*, machine: int = 190, abi: int = 8, flags: int = 0, e_type: int = 2,
-          sections: list[tuple[str, int, bytes]] = ()) -> bytes:
+def elf64(
+    *,
+    machine: int = 190,
+    abi: int = 8,
+    flags: int = 0,
+    e_type: int = 2,
+    sections: list[tuple[str, int, bytes]] = (),
+) -> bytes:
     """A minimal 64-bit little-endian ELF with the given (name, type, data) sections."""
     names = b"\0" + b"".join(n.encode() + b"\0" for n, _, _ in sections) + b".shstrtab\0"
     data = b""
@@ -44,11 +61,12 @@ def elf64(*, machine: int = 190, abi: int = 8, flags: int = 0, e_type: int = 2,
     shoff = pos + len(data)
     shnum = len(sections) + 2
     ident = b"\x7fELF" + bytes([2, 1, 1, 0x41 if abi == 8 else 0x33, abi]) + b"\0" * 7
-    hdr = struct.pack("<16sHHIQQQIHHHHHH", ident, e_type, machine, 1, 0, 0, shoff, flags, 64, 56, 0, 64,
-                      shnum, shnum - 1)
+    hdr = struct.pack(
+        "<16sHHIQQQIHHHHHH", ident, e_type, machine, 1, 0, 0, shoff, flags, 64, 56, 0, 64, shnum, shnum - 1
+    )
     sh = b"\0" * 64
     name_pos = 1
-    for (n, t, d), off in zip(sections, offs):
+    for (n, t, d), off in zip(sections, offs, strict=True):
         sh += struct.pack("<IIQQQQIIQQ", name_pos, t, 2, 0, off, len(d), 0, 0, 8, 0)
         name_pos += len(n) + 1
     sh += struct.pack("<IIQQQQIIQQ", name_pos, 3, 0, 0, shstr_off, len(names), 0, 0, 1, 0)

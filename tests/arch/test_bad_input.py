@@ -10,11 +10,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
-
 from probe.arch import scan as scan_mod
 from probe.arch.scan import scan_file, scan_paths, summarize
-from tests.arch import synth
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,9 +25,9 @@ def _bad_tree(tmp: Path, cuda_fixtures) -> dict[str, str]:
     (tmp / "cut.fatbin").write_bytes(cut_fatbin[: len(cut_fatbin) - 100])
     corrupt = bytearray(good)
     i = corrupt.find(b"\x50\xed\x55\xba\x01\x00\x10\x00")
-    corrupt[i + 16:i + 24] = b"\xff" * 8                 # first entry header destroyed
+    corrupt[i + 16 : i + 24] = b"\xff" * 8  # first entry header destroyed
     (tmp / "corrupt_fatbin.so").write_bytes(bytes(corrupt))
-    (tmp / "text.so").write_text("INPUT ( libfoo.so.1 )\n")   # a linker script, not ELF
+    (tmp / "text.so").write_text("INPUT ( libfoo.so.1 )\n")  # a linker script, not ELF
     (tmp / "elf32.so").write_bytes(b"\x7fELF\x01\x01\x01" + b"\0" * 100)
     (tmp / "empty.so").write_bytes(b"")
     (tmp / "cut.cubin").write_bytes(cuda_fixtures.path("sm_90a.cubin").read_bytes()[:200])
@@ -43,10 +40,18 @@ def _bad_tree(tmp: Path, cuda_fixtures) -> dict[str, str]:
         z.writestr("readme.txt", "hello")
     (tmp / "garbage-1.0-py3-none-any.whl").write_bytes(b"PK\x03\x04 not really a zip")
     return {
-        "truncated.so": "truncated", "cut.fatbin": "truncated", "corrupt_fatbin.so": "bad header size",
-        "text.so": "not an ELF file", "elf32.so": "32-bit", "empty.so": "empty file", "cut.cubin": "",
-        "fifo.so": "not a regular file", "loop1.so": "symlink loop", "loop2.so": "symlink loop",
-        "dangling.so": "vanished or does not exist", "notawheel-1.0-py3-none-any.whl": "not a wheel",
+        "truncated.so": "truncated",
+        "cut.fatbin": "truncated",
+        "corrupt_fatbin.so": "bad header size",
+        "text.so": "not an ELF file",
+        "elf32.so": "32-bit",
+        "empty.so": "empty file",
+        "cut.cubin": "",
+        "fifo.so": "not a regular file",
+        "loop1.so": "symlink loop",
+        "loop2.so": "symlink loop",
+        "dangling.so": "vanished or does not exist",
+        "notawheel-1.0-py3-none-any.whl": "not a wheel",
         "garbage-1.0-py3-none-any.whl": "not a zip",
     }
 
@@ -60,7 +65,7 @@ def test_every_bad_file_gets_a_record(tmp_path, cuda_fixtures):
         assert name in by_name, name
         assert by_name[name].error, name
         assert fragment in by_name[name].error, (name, by_name[name].error)
-    assert "dir.so" not in by_name          # a folder named *.so is walked into, not scanned
+    assert "dir.so" not in by_name  # a folder named *.so is walked into, not scanned
     s = summarize(files)
     assert s.errors == len(expected) and s.with_device_code >= 1
 
@@ -82,7 +87,7 @@ def test_unreadable_and_vanishing_files(tmp_path, cuda_fixtures, monkeypatch):
         if path.endswith("a.so"):
             raise PermissionError(errno.EACCES, "Permission denied", path)
         if path.endswith("b.so"):
-            os.unlink(path)                 # vanishes between the walk and the read
+            os.unlink(path)  # vanishes between the walk and the read
         return real_open(path)
 
     monkeypatch.setattr(scan_mod, "_open_file", fake_open)
@@ -104,14 +109,26 @@ def test_symlinked_directory_cycle_is_walked_once(tmp_path, cuda_fixtures):
 def test_cli_partial_exit_code_and_json(tmp_path, cuda_fixtures):
     _bad_tree(tmp_path, cuda_fixtures)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    out = subprocess.run([sys.executable, "-m", "probe", "scan", str(tmp_path), "--json", "--no-cache",
-                          "--target", "sm_90"], capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-m", "probe", "scan", str(tmp_path), "--json", "--no-cache", "--target", "sm_90"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=REPO,
+    )
     assert out.returncode == 5, out.stderr
     assert "Traceback" not in out.stderr
     data = json.loads(out.stdout)
     assert data["summary"]["errors"] == sum(1 for f in data["files"] if f["error"])
     assert data["summary"]["errors"] >= 10
-    text = subprocess.run([sys.executable, "-m", "probe", "scan", str(tmp_path), "--no-cache", "--target",
-                           "sm_90"], capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
+    text = subprocess.run(
+        [sys.executable, "-m", "probe", "scan", str(tmp_path), "--no-cache", "--target", "sm_90"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=REPO,
+    )
     assert text.returncode == 5 and "Traceback" not in text.stderr
     assert "with errors" in text.stdout and "symlink loop" in text.stdout

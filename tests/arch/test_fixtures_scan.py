@@ -53,7 +53,7 @@ def test_suffixes_kinds_and_flags(scanned):
     assert by_label["sm_110"].suffix == "" and by_label["sm_110a"].suffix == "a"
     assert by_label["compute_100f"].kind == "ptx" and by_label["compute_100f"].suffix == "f"
     assert all(e.loadable for e in multi.entries)
-    assert multi.containers >= 2   # one per translation unit (+ the device-linked image)
+    assert multi.containers >= 2  # one per translation unit (+ the device-linked image)
     lto = scanned["lto.o"]
     assert {e.kind for e in lto.entries} == {"lto-ir"}
     assert not any(e.loadable for e in lto.entries)
@@ -65,8 +65,8 @@ def test_suffixes_kinds_and_flags(scanned):
     assert "compute_80" not in {c.label for c in file_codes(rdc)}
     rel = scanned["rel_sm_80.cubin"]
     assert rel.entries[0].loadable is False and file_codes(rel) == []
-    assert scanned["sm_100f.cubin"].entries[0].suffix == "f"      # from .note.nv.tkinfo
-    assert scanned["sm_90a.cubin"].entries[0].suffix == "a"       # from .nv.compat (CUDA 13)
+    assert scanned["sm_100f.cubin"].entries[0].suffix == "f"  # from .note.nv.tkinfo
+    assert scanned["sm_90a.cubin"].entries[0].suffix == "a"  # from .nv.compat (CUDA 13)
     assert scanned["sm_120.cubin"].entries[0].suffix == ""
 
 
@@ -92,7 +92,9 @@ def test_ptx_isa(cuda_fixtures, scanned):
         assert re.fullmatch(r"\d+\.\d+", e.ptx_isa or ""), e
         if isa:
             assert e.ptx_isa == isa
-    for e in (e for rec in scanned.values() for e in rec.entries if e.kind == "sass" and e.section != "cubin"):
+    for e in (
+        e for rec in scanned.values() for e in rec.entries if e.kind == "sass" and e.section != "cubin"
+    ):
         assert e.ptx_isa is None and e.code_version in ("1.7", "1.8")
 
 
@@ -141,10 +143,15 @@ def test_cuobjdump_kernels_per_entry(cuda_fixtures, scanned, cuobjdump):
         has_exec = any(e.section != "__nv_relfatbin" for e in rec.entries)
         ours = [e for e in rec.entries if (e.section != "__nv_relfatbin") == has_exec]
         for kind, flag in (("sass", "-symbols"), ("ptx", "-ptx")):
-            mine = [(e.arch if e.section != "cubin" else None, sorted(e.kernels or []))
-                    for e in ours if e.kind == kind]
-            theirs = [(a if rec.kind != "cubin" else None, sorted(n)) for a, n in _cuobjdump_blocks(
-                cuobjdump, path, flag)]
+            mine = [
+                (e.arch if e.section != "cubin" else None, sorted(e.kernels or []))
+                for e in ours
+                if e.kind == kind
+            ]
+            theirs = [
+                (a if rec.kind != "cubin" else None, sorted(n))
+                for a, n in _cuobjdump_blocks(cuobjdump, path, flag)
+            ]
             if not mine:
                 continue
             # cuobjdump -symbols/-ptx print the fatbin header arch (sm_100f) and, for PTX, "sm_"

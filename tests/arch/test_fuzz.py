@@ -16,15 +16,21 @@ from probe.arch.wheel import ForwardReader
 from tests.arch import synth
 
 SEEDS = ("speed.fatbin", "size.fatbin", "sm_90a.cubin", "sm_100f.cubin", "rdc.so", "none.so", "k110a.ptx")
-FUZZ = settings(max_examples=150, deadline=timedelta(seconds=10),
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=150,
+    deadline=timedelta(seconds=10),
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 @pytest.fixture(scope="module")
 def seeds(cuda_fixtures) -> dict[str, bytes]:
     out = {n: cuda_fixtures.path(n).read_bytes() for n in SEEDS}
-    out["synthetic"] = synth.container(synth.concatenated([(2, 100, 0x1100011)]), synth.entry(1, 90, major=9, minor=0),
-                                       synth.entry(2, 86, b"x" * 24, flags=0x2011, csize=20, usize=100))
+    out["synthetic"] = synth.container(
+        synth.concatenated([(2, 100, 0x1100011)]),
+        synth.entry(1, 90, major=9, minor=0),
+        synth.entry(2, 86, b"x" * 24, flags=0x2011, csize=20, usize=100),
+    )
     return out
 
 
@@ -44,13 +50,13 @@ def _mutate(data: bytes, edits: list[tuple[int, int]], cut: int | None, hot: int
             i = pos % len(b)
         b[i] = val
     if cut is not None and b:
-        del b[cut % len(b):]
+        del b[cut % len(b) :]
     return bytes(b)
 
 
 def _check(data: bytes, name: str) -> None:
     rec = FileRecord(path=name)
-    describe(elf.Reader.from_buffer(data), rec, name=name, kernels=True)   # must not raise
+    describe(elf.Reader.from_buffer(data), rec, name=name, kernels=True)  # must not raise
     rec.model_dump_json()
     fr = ForwardReader(io.BytesIO(data), len(data))
     res = fatbin.walk_region(fr, 0, len(data), section="fatbin", chain_only=True)  # type: ignore[arg-type]
@@ -58,14 +64,20 @@ def _check(data: bytes, name: str) -> None:
 
 
 @FUZZ
-@given(name=st.sampled_from((*SEEDS, "synthetic")),
-       edits=st.lists(st.tuples(st.integers(0, 1 << 30), st.integers(0, 255)), max_size=12),
-       cut=st.one_of(st.none(), st.integers(0, 1 << 30)), hot=st.integers(0, 3))
+@given(
+    name=st.sampled_from((*SEEDS, "synthetic")),
+    edits=st.lists(st.tuples(st.integers(0, 1 << 30), st.integers(0, 255)), max_size=12),
+    cut=st.one_of(st.none(), st.integers(0, 1 << 30)),
+    hot=st.integers(0, 3),
+)
 def test_mutated_fixtures(seeds, name, edits, cut, hot):
     _check(_mutate(seeds[name], edits, cut, hot), name)
 
 
 @FUZZ
-@given(data=st.binary(max_size=512), prefix=st.sampled_from([b"", b"\x7fELF\x02\x01\x01", b"\x50\xed\x55\xba\x01\x00\x10\x00"]))
+@given(
+    data=st.binary(max_size=512),
+    prefix=st.sampled_from([b"", b"\x7fELF\x02\x01\x01", b"\x50\xed\x55\xba\x01\x00\x10\x00"]),
+)
 def test_random_bytes(data, prefix):
     _check(prefix + data, "x.so")

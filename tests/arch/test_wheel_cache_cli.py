@@ -20,7 +20,9 @@ REPO = Path(__file__).resolve().parents[2]
 MEMBERS = ("multi.so", "rdc.so", "sm_100f.cubin", "speed.fatbin", "k110a.ptx")
 
 
-def _make_wheel(tmp: Path, cuda_fixtures, compression: int, name: str = "fxpkg-1.0-cp311-cp311-linux_x86_64.whl") -> Path:
+def _make_wheel(
+    tmp: Path, cuda_fixtures, compression: int, name: str = "fxpkg-1.0-cp311-cp311-linux_x86_64.whl"
+) -> Path:
     path = tmp / name
     with zipfile.ZipFile(path, "w", compression) as z:
         for m in MEMBERS:
@@ -39,14 +41,14 @@ def _strip(rec):
 
 @pytest.mark.parametrize("mode", ["stored", "deflated", "streamed"])
 def test_wheel_members_match_files_on_disk(tmp_path, cuda_fixtures, monkeypatch, mode):
-    if mode == "streamed":   # force the one-pass streaming reader, with small chunks
+    if mode == "streamed":  # force the one-pass streaming reader, with small chunks
         monkeypatch.setattr(wheel, "SMALL_MEMBER", 1000)
         monkeypatch.setattr(wheel, "CHUNK", 4096)
     comp = zipfile.ZIP_STORED if mode == "stored" else zipfile.ZIP_DEFLATED
     whl = _make_wheel(tmp_path, cuda_fixtures, comp)
     recs = scan_paths([whl], kernels=True, use_cache=False)
     assert [r.path for r in recs] == [f"{whl}!fxpkg/{m}" for m in MEMBERS]
-    for r, m in zip(recs, MEMBERS):
+    for r, m in zip(recs, MEMBERS, strict=True):
         assert r.package == "fxpkg" and r.error is None
         assert _strip(r) == _strip(scan_file(str(cuda_fixtures.path(m)), kernels=True)), m
 
@@ -135,20 +137,30 @@ def test_default_roots_and_caches(tmp_path, monkeypatch):
     site = tmp_path / "site"
     (site / "flashinfer_cubin" / "cubins").mkdir(parents=True)
     got = dict((label, d) for d, label in cache_roots([str(site)]))
-    assert got == {"triton-cache": str(tmp_path / "triton"), "torch-extensions": str(tmp_path / "ext"),
-                   "flashinfer-jit-cache-dir": str(tmp_path / "fi" / ".cache" / "flashinfer"),
-                   "flashinfer-cubin": str(site / "flashinfer_cubin" / "cubins")}
+    assert got == {
+        "triton-cache": str(tmp_path / "triton"),
+        "torch-extensions": str(tmp_path / "ext"),
+        "flashinfer-jit-cache-dir": str(tmp_path / "fi" / ".cache" / "flashinfer"),
+        "flashinfer-cubin": str(site / "flashinfer_cubin" / "cubins"),
+    }
 
 
 def _cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     e = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
-    return subprocess.run([sys.executable, "-m", "probe", "scan", *args], capture_output=True, text=True,
-                          timeout=300, env=e, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, "-m", "probe", "scan", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=e,
+        cwd=REPO,
+    )
 
 
 def test_cli_json_contract(tmp_path, cuda_fixtures):
-    out = _cli(str(cuda_fixtures.dir), "--json", "--kernels", "--target", "sm_110a", "--target", "12.0",
-               "--no-cache")
+    out = _cli(
+        str(cuda_fixtures.dir), "--json", "--kernels", "--target", "sm_110a", "--target", "12.0", "--no-cache"
+    )
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert data["schema_version"] == 1 and data["probe_version"]
@@ -158,11 +170,33 @@ def test_cli_json_contract(tmp_path, cuda_fixtures):
     multi = next(f for f in data["files"] if f["path"].endswith("multi.so"))
     assert multi["kind"] == "elf" and multi["error"] is None and multi["containers"] >= 2
     e = next(e for e in multi["entries"] if e["arch"] == "sm_100f")
-    for key in ("section", "container", "kind", "arch", "sm", "suffix", "ptx_isa", "compression", "loadable",
-                "size", "uncompressed_size", "kernels"):
+    for key in (
+        "section",
+        "container",
+        "kind",
+        "arch",
+        "sm",
+        "suffix",
+        "ptx_isa",
+        "compression",
+        "loadable",
+        "size",
+        "uncompressed_size",
+        "kernels",
+    ):
         assert key in e
-    assert (e["section"], e["kind"], e["sm"], e["suffix"], e["loadable"]) == (".nv_fatbin", "sass", 100, "f", True)
-    v = {(x["path"].rsplit("/", 1)[1], x["target"], x["kernel"]): x["verdict"] for x in data["verdicts"]}
+    assert (e["section"], e["kind"], e["sm"], e["suffix"], e["loadable"]) == (
+        ".nv_fatbin",
+        "sass",
+        100,
+        "f",
+        True,
+    )
+    v = {
+        (x["path"].rsplit("/", 1)[1], t, x["kernel"]): tv["verdict"]
+        for x in data["verdicts"]
+        for t, tv in x["targets"].items()
+    }
     assert v[("multi.so", "sm_110", None)] == "sass"
     assert v[("multi.so", "sm_120", None)] == "sass"
     assert v[("multi.so", "sm_110", "void marlin_moe_like<4>(int const*, float*)")] == "ptx-jit"
@@ -188,8 +222,11 @@ def test_cli_python_and_caches(tmp_path, cuda_fixtures):
     tri = tmp_path / "triton" / "abc"
     tri.mkdir(parents=True)
     (tri / "kernel.cubin").write_bytes(cuda_fixtures.path("sm_90a.cubin").read_bytes())
-    env = {"TRITON_CACHE_DIR": str(tmp_path / "triton"), "HOME": str(tmp_path),
-           "PROBE_CACHE_DIR": str(tmp_path / "pc")}
+    env = {
+        "TRITON_CACHE_DIR": str(tmp_path / "triton"),
+        "HOME": str(tmp_path),
+        "PROBE_CACHE_DIR": str(tmp_path / "pc"),
+    }
     out = _cli("--python", sys.executable, "--caches", "--json", "--target", "sm_90", env=env)
     assert out.returncode in (0, 5), out.stderr
     data = json.loads(out.stdout)

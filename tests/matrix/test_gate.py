@@ -103,6 +103,18 @@ def test_gate_exit_codes(data_dir, tmp_path, probe_cli):
     assert r.returncode == 3, r.stdout
 
 
+def test_gate_refuses_different_gpus(data_dir, tmp_path, probe_cli):
+    other = json.loads((data_dir / "current-unchanged.json").read_text())
+    other["provenance"]["gpu"].update({"sm": 90, "cc": "9.0", "name": "NVIDIA H100"})
+    other["cells"][0]["details"]["gpu"]["cc"] = "9.0"
+    other["cells"][0]["gpu_sm"] = 90
+    (tmp_path / "h100.json").write_text(json.dumps(other))
+    r = probe_cli(
+        "gate", "--baseline", str(data_dir / "baseline.json"), "--current", str(tmp_path / "h100.json")
+    )
+    assert r.returncode == 3 and "sm_90" in r.stdout
+
+
 def test_diff(data_dir, probe_cli):
     r = probe_cli(
         "diff", str(data_dir / "baseline.json"), str(data_dir / "current-regression.json"), "--json"

@@ -1,0 +1,128 @@
+"""Pydantic models of the data files the fast ``recommend`` path reads as plain JSON.
+
+``recommend`` must start in well under 0.2 s, so it does not import pydantic; these models validate
+``probe/data/vllm_flags.json`` and ``probe/data/reported.json`` in the test suite
+(``tests/matrix/test_data_files.py``) and on demand (``python3 -m probe.recommend.data_models``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from probe.matrix.schema import Cell
+
+_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
+Quant = Literal["bf16", "fp8", "fp8_block", "nvfp4", "int4_w4a16", "mxfp4"]
+
+
+def _version(v: str | None) -> str | None:
+    if v is not None and not _VERSION.match(v):
+        raise ValueError(f"not a vLLM version: {v!r}")
+    return v
+
+
+class FlagSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    since: str
+    args: list[str] = Field(min_length=2)
+    alt: str | None = None
+    versions: dict[Literal["2", "3", "4"], str] = {}
+
+    _v = field_validator("since")(_version)
+
+
+class EnvSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    since: str | None = None
+    until: str | None = None
+    replacement: str | None = None
+
+    _v = field_validator("since", "until")(_version)
+
+
+class MoeBackendSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    since: str
+    quants: list[Quant] = Field(min_length=1)
+    min_sm: dict[Quant, int] = {}
+    last_resort: bool = False
+    note: str | None = None
+
+    _v = field_validator("since")(_version)
+
+
+class SinceSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    since: str
+
+    _v = field_validator("since")(_version)
+
+
+class FlagsData(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    schema_version: Literal[1]
+    sources: dict[str, str]
+    moe_backend_flag: FlagSpec
+    attention_backend_flag: FlagSpec
+    fa_version_flag: FlagSpec
+    env: dict[str, EnvSpec]
+    env_era_moe: dict[str, Any]
+    moe_backends: dict[str, MoeBackendSpec]
+    attention_backends: dict[str, SinceSpec]
+    latest_known: str
+
+    @field_validator("env_era_moe")
+    @classmethod
+    def _env_era(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for quant, table in v.items():
+            if quant == "about":
+                continue
+            if quant not in Quant.__args__:  # type: ignore[attr-defined]
+                raise ValueError(f"env_era_moe: unknown quant {quant!r}")
+            for backend, env in table.items():
+                if not all(
+                    isinstance(k, str) and k.startswith("VLLM_") and isinstance(x, str)
+                    for k, x in env.items()
+                ):
+                    raise ValueError(f"env_era_moe.{quant}.{backend}: expected VLLM_* -> string")
+        return v
+
+
+class ReportedData(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    schema_version: Literal[1]
+    about: str
+    cells: list[Cell] = Field(min_length=1)
+
+    @field_validator("cells")
+    @classmethod
+    def _reported(cls, cells: list[Cell]) -> list[Cell]:
+        ids = [c.id for c in cells]
+        if len(ids) != len(set(ids)):
+            raise ValueError("duplicate reported cell ids")
+        for c in cells:
+            if c.evidence != "reported" or not c.citation or c.gpu_sm is None:
+                raise ValueError(f"{c.id}: a reported cell needs evidence 'reported', a citation and gpu_sm")
+        return cells
+
+
+def _read(name: str) -> Any:
+    return json.loads(resources.files("probe.data").joinpath(name).read_text(encoding="utf-8"))
+
+
+def validate_packaged_data() -> tuple[FlagsData, ReportedData]:
+    return FlagsData.model_validate(_read("vllm_flags.json")), ReportedData.model_validate(
+        _read("reported.json")
+    )
+
+
+if __name__ == "__main__":
+    flags, reported = validate_packaged_data()
+    print(
+        f"vllm_flags.json: {len(flags.moe_backends)} MoE backends; reported.json: {len(reported.cells)} cells"
+    )
