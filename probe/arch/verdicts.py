@@ -90,33 +90,47 @@ def file_verdicts(
     Decisions are memoised by code set: thousands of cubins share a handful of target sets.
     """
     rows: list[FileVerdict] = []
+    decisions: dict[tuple[tuple[Code, ...], int], Decision] = {}
     memo: dict[tuple[tuple[Code, ...], int, int, int], TargetVerdict] = {}
 
-    def verdict(codes: Sequence[Code], gpu: Gpu, cov: tuple[int, int] | None) -> TargetVerdict:
-        key = (tuple(codes), gpu.sm, *(cov or (-1, -1)))
+    def decide(codes: tuple[Code, ...], gpu: Gpu) -> Decision:
+        d = decisions.get((codes, gpu.sm))
+        if d is None:
+            d = decisions[(codes, gpu.sm)] = verdict_for(codes, gpu)
+        return d
+
+    def verdict(codes: tuple[Code, ...], gpu: Gpu, cov: tuple[int, int] | None) -> TargetVerdict:
+        key = (codes, gpu.sm, *(cov or (-1, -1)))
         tv = memo.get(key)
         if tv is None:
-            d = verdict_for(codes, gpu)
+            d = decide(codes, gpu)
             tv = memo[key] = TargetVerdict(
                 verdict=d.verdict.value, via=d.code.label if d.code else None, reason=d.reason,
                 min_driver=d.min_driver, containers_loadable=cov[0] if cov else None,
                 containers=cov[1] if cov else None)
         return tv
 
+    whole: dict[tuple[str, ...], dict[str, TargetVerdict]] = {}  # single-container files by code set
     for rec in files:
-        codes = file_codes(rec)
+        codes = tuple(file_codes(rec))
         if not codes:
             continue
-        by_target = {}
-        for gpu in gpus:
-            if rec.containers > 1:
-                cov = container_coverage(rec, gpu)
-            else:
-                cov = (1 if verdict_for(codes, gpu).verdict.loadable else 0, 1)
-            by_target[gpu.label] = verdict(codes, gpu, cov)
+        simple = rec.containers <= 1
+        key = tuple(f"{c.label}/{c.ptx_isa}" for c in codes)
+        by_target = whole.get(key) if simple else None
+        if by_target is None:
+            by_target = {}
+            for gpu in gpus:
+                if simple:
+                    cov = (1 if decide(codes, gpu).verdict.loadable else 0, 1)
+                else:
+                    cov = container_coverage(rec, gpu)
+                by_target[gpu.label] = verdict(codes, gpu, cov)
+            if simple:
+                whole[key] = by_target
         rows.append(FileVerdict(path=rec.path, targets=by_target))
         if per_kernel:
             for name, kc in kernel_codes(rec).items():
                 rows.append(FileVerdict(path=rec.path, kernel=name,
-                                        targets={g.label: verdict(kc, g, None) for g in gpus}))
+                                        targets={g.label: verdict(tuple(kc), g, None) for g in gpus}))
     return rows

@@ -19,11 +19,27 @@ verdicts; field reports ship inside probe (`probe/data/reported.json`).
 
 def _row(path: Path, root: Path, doc: dict[str, Any]) -> list[str]:
     rel = path.relative_to(root).as_posix()
-    if "schema_version" not in doc:
-        pk = doc.get("packages") or {}
+    from probe.matrix._static import is_static_predictions, predicted_cell_dicts
+
+    if is_static_predictions(doc):
+        pk = doc.get("packages") or doc.get("backend_catalog_reference") or {}
         pkgs = ", ".join(f"{k} {v}" for k, v in pk.items()) if isinstance(pk, dict) else ""
-        targets = doc.get("targets") or []
-        return [rel, "static scan", ", ".join(map(str, targets))[:60] or "-", "-", pkgs or "-", "-", "-"]
+        targets = [t.get("target") if isinstance(t, dict) else str(t) for t in doc.get("targets") or []]
+        gpus = (
+            f"{len(targets)} targets ({targets[0]} … {targets[-1]})"
+            if len(targets) > 2
+            else ", ".join(targets)
+        )
+        n = len(predicted_cell_dicts(doc))
+        return [
+            rel,
+            "static predictions",
+            gpus or "-",
+            "- (wheels, no GPU)",
+            pkgs or "-",
+            f"0 measured / {n} predicted",
+            str(doc.get("created_at") or "-"),
+        ]
     members = doc.get("matrices", []) if doc.get("kind") == "fleet" else [doc]
     gpus, images, versions, created = [], [], [], []
     measured = predicted = 0
@@ -46,8 +62,6 @@ def _row(path: Path, root: Path, doc: dict[str, Any]) -> list[str]:
             else:
                 predicted += 1
         if m.get("static") and not any(c.get("evidence") == "predicted" for c in m.get("cells", [])):
-            from probe.matrix._static import predicted_cell_dicts
-
             predicted += len(predicted_cell_dicts(m["static"]))
     kind = doc.get("kind", "matrix")
     return [

@@ -74,6 +74,7 @@ class FlagsData(BaseModel):
     env_era_moe: dict[str, Any]
     moe_backends: dict[str, MoeBackendSpec]
     attention_backends: dict[str, SinceSpec]
+    auto_priority: dict[str, Any]
     latest_known: str
 
     @field_validator("env_era_moe")

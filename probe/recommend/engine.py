@@ -633,6 +633,12 @@ def recommend(
         return result
 
     last_resort = {k for k, v in fd["moe_backends"].items() if v.get("last_resort")}
+    prio = fd.get("auto_priority", {})
+    moe_order = prio.get("moe", {}).get(prof.quant, [])
+    attn_order = prio.get("attention_mla" if prof.mla else "attention", [])
+
+    def order(seq: list[str], name: Any) -> int:
+        return seq.index(name) if name in seq else len(seq)
 
     def sort_key(p: dict[str, Any]) -> tuple[Any, ...]:
         per_role: dict[str, int] = {}
@@ -655,16 +661,22 @@ def recommend(
             -clean,
             0 if has else 1,
             -s if p["higher_better"] else s,
+            order(moe_order, p["moe"]),
+            order(attn_order, p["attn"]),
             str(p["moe"]),
             p["attn"],
         )
 
     pairs.sort(key=sort_key)
     best = pairs[0]
-    runner = next(
-        (p for p in pairs[1:] if (p["moe"], p["attn"], p["fa"]) != (best["moe"], best["attn"], best["fa"])),
-        None,
-    )
+    moe_only = best["metric"].startswith("tokens_per_s of end-to-end runs naming the MoE")
+
+    def differs(p: dict[str, Any]) -> bool:
+        if moe_only:  # that metric says nothing about the attention backend
+            return bool(p["moe"] != best["moe"])
+        return (p["moe"], p["attn"], p["fa"]) != (best["moe"], best["attn"], best["fa"])
+
+    runner = next((p for p in pairs[1:] if differs(p)), None)
     vllm = (
         next((c.get("_vllm") for c in best["cells"] if c.get("_vllm")), None)
         or next((c.get("_vllm") for c in mine if c.get("_vllm") and c["evidence"] == "measured"), None)
@@ -728,6 +740,15 @@ def recommend(
                     f"FA{c['fa_version']} {c['outcome']} on sm_{sm} in a field report: {c.get('root_cause')}"
                 )
             continue
+        chosen = (best["moe"] and c.get("moe_backend") == best["moe"]) or (
+            c.get("attention_backend") == best["attn"] and c.get("fa_version") in (None, best["fa"])
+        )
+        if chosen and c["outcome"] in _FAILED:
+            warnings.append(
+                f"the static scan ({Path(str(c.get('_source'))).name}) predicts {c.get('backend')} "
+                f"{c['outcome']} on sm_{sm}: {str(c.get('root_cause'))[:160]} — the evidence above came "
+                "from another image; run `probe scan` on yours"
+            )
         if (
             best["moe"]
             and c.get("moe_backend") == best["moe"]
@@ -754,6 +775,22 @@ def recommend(
             warnings.append(
                 f"a field report disagrees: {c.get('backend')} {c['outcome']} "
                 f"({c.get('root_cause')}) — {c.get('citation')}"
+            )
+    for c in mine:
+        if (
+            c["evidence"] == "reported"
+            and c.get("outcome") in _FAILED
+            and c.get("model")
+            and not prof.is_model(c["model"])
+            and c.get("quant") in (None, prof.quant)
+            and (
+                (best["moe"] and c.get("moe_backend") == best["moe"])
+                or c.get("attention_backend") == best["attn"]
+            )
+        ):
+            warnings.append(
+                f"on {c['model']} a field report saw {c.get('backend')} {c['outcome']} on sm_{sm} "
+                f"({c.get('root_cause')}): probe this model's shape before relying on it"
             )
     for c in best["cells"]:
         for r in c.get("degraded_reasons") or []:

@@ -220,8 +220,7 @@ class LogScanner:
             self._warn_body = 3
             if sig is not None and sig.kind not in ("benign", "degraded"):
                 sig = self._best(body, kinds=("benign", "degraded"))
-            if stripped:
-                self.tail.append((n, text, sig))
+            self.tail.append((n, text, sig))
             if sig is not None:
                 self._record(n, text, sig)
             return

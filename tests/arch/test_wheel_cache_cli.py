@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from probe.arch import scan as scan_mod
 from probe.arch import wheel
 from probe.arch.cache import CACHE_FILE, ScanCache
 from probe.arch.scan import cache_roots, default_roots, scan_file, scan_paths
@@ -93,6 +94,11 @@ def test_cache_hits_misses_and_corruption(tmp_path, cuda_fixtures, monkeypatch):
     for m in ("multi.so", "sm_90a.cubin"):
         (d / m).write_bytes(cuda_fixtures.path(m).read_bytes())
     whl = _make_wheel(d, cuda_fixtures, zipfile.ZIP_DEFLATED)
+    # small files are not worth a cache lookup (except with --kernels) ...
+    scan_paths([d / "sm_90a.cubin"])
+    assert not scan_paths([d / "sm_90a.cubin"])[0].cached
+    # ... the fixtures are all small: cache everything for the rest of this test
+    monkeypatch.setattr(scan_mod, "CACHE_MIN_SIZE", 0)
     first = scan_paths([d])
     assert not any(r.cached for r in first)
     second = scan_paths([d])

@@ -192,3 +192,29 @@ def test_static_from_a_real_probe_scan(tmp_path):
     assert s.backends, "the backend table of probe scan --backends was not read"
     m = build_matrix([], provenance=_prov(), static=scan, include_predicted=True)
     assert any(c.evidence == "predicted" for c in m.cells)
+
+
+@pytest.mark.parametrize(
+    ("line", "sm", "mem", "integrated"),
+    [
+        ("NVIDIA Thor, 11.0, [N/A], 580.00", 110, 122.0, True),  # unified memory: nvidia-smi shows none
+        ("NVIDIA H100 80GB HBM3, 9.0, 81559, 570.124.06", 90, 79.6, False),
+    ],
+)
+def test_provenance_from_nvidia_smi(tmp_path, monkeypatch, line, sm, mem, integrated):
+    """A stand-in nvidia-smi on PATH (a real process) prints what the real one prints on that GPU."""
+    exe = tmp_path / "nvidia-smi"
+    exe.write_text(f"#!/bin/sh\necho '{line}'\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{__import__('os').environ['PATH']}")
+    p = collect_provenance(None)
+    gpu = p["gpu"]
+    assert (gpu["sm"], gpu["cc"], gpu["memory_gib"], gpu["integrated"]) == (
+        sm,
+        f"{sm // 10}.{sm % 10}",
+        mem,
+        integrated,
+    )
+    assert p["versions"]["driver"] == line.rsplit(", ", 1)[1]
+    m = build_matrix([], provenance=p)
+    assert m.provenance.gpu.sm == sm

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from probe.matrix.build import build_matrix, write_matrix
 from probe.recommend.engine import recommend, spell_flags
 from tests.matrix import fixtures
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_measured_engine_pair(data_dir, probe_cli):
@@ -149,3 +152,23 @@ def test_flags_by_vllm_version(vllm, moe, attn, fa, quant, flags, env):
 def test_fa4_needs_0_18(monkeypatch):
     _, _, warnings = spell_flags(None, "FLASH_ATTN", 4, "bf16", "0.16.0")
     assert any("FlashAttention 4" in w for w in warnings)
+
+
+STATIC = (
+    sorted((ROOT / "matrices" / "static").glob("*.json")) if (ROOT / "matrices" / "static").is_dir() else []
+)
+
+
+@pytest.mark.skipif(not STATIC, reason="no static predictions published under matrices/static/ yet")
+def test_published_static_predictions_answer(probe_cli):
+    r = probe_cli("recommend", "--model", "397b", "--gpu", "sm_120", "--json")  # default: ./matrices
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["basis"] == "predicted+reported"
+    assert any(str(STATIC[0]) in str(m) or m.endswith(STATIC[0].name) for m in out["matrices"])
+    assert (
+        out["moe_backend"] == "marlin"
+    )  # the RTX PRO 6000 field report's winner; cutlass gave garbage there
+    assert any(e["source"] == "predicted" for e in out["evidence"])
+    ruled = {e["id"]: e for e in out["evidence"] if e["role"] == "ruled_out"}
+    assert ruled["reported/sm_120/moe/cutlass/Qwen3.5-397B-A17B/tp4"]["outcome"] == "wrong_output"
