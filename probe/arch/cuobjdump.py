@@ -130,9 +130,10 @@ def compare(rec: FileRecord, tool: str, timeout: float = 600.0) -> list[dict[str
     """Disagreements between probe's record and cuobjdump's listings (empty: they agree)."""
     want_elf, want_ptx = expected_listing(rec)
     out: list[dict[str, object]] = []
-    for what, want in (("elf", want_elf), ("ptx", want_ptx)):
-        with _on_disk(rec.path) as on_disk:
-            got = run_listing(tool, on_disk, what, timeout)
+    with _on_disk(rec.path) as on_disk:  # a wheel member is extracted once for both listings
+        listings = [(what, want, run_listing(tool, on_disk, what, timeout))
+                    for what, want in (("elf", want_elf), ("ptx", want_ptx))]
+    for what, want, got in listings:
         a, b = Counter(want), Counter(got)
         if a != b:
             out.append(

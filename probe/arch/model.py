@@ -153,4 +153,4 @@ class ScanReport(BaseModel):
     targets: list[Target] = []
     verdicts: list[FileVerdict] = []
     verify: VerifyReport | None = None
-    backends: Any = Field(None, description="--backends: the backend view (probe.arch.backends), as it returns it")
+    backends: Any = Field(None, description="--backends: the backend view, as probe.arch.backends returns it")

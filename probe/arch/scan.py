@@ -496,6 +496,15 @@ def iter_candidates(paths: Sequence[str], *, labels: dict[str, str] | None = Non
 
 
 def _scan_candidate(c: Candidate, kernels: bool, cache: object | None) -> list[FileRecord]:
+    try:
+        return _scan_candidate_inner(c, kernels, cache)
+    except Exception as exc:  # a bug in probe must not end a scan of thousands of files
+        log.debug("unexpected failure on %s", c.path, exc_info=True)
+        return [FileRecord(path=c.path, package=c.package,
+                           error=f"internal error while reading (a probe bug): {type(exc).__name__}: {exc}")]
+
+
+def _scan_candidate_inner(c: Candidate, kernels: bool, cache: object | None) -> list[FileRecord]:
     if c.error:
         return [FileRecord(path=c.path, package=c.package, error=c.error)]
     if c.path.endswith(".whl"):

@@ -24,9 +24,11 @@ import logging
 import os
 import re
 import struct
+import threading
 import zipfile
 import zlib
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import IO
 
 from probe.arch import elf, fatbin
@@ -35,14 +37,15 @@ from probe.arch.model import FileRecord
 log = logging.getLogger(__name__)
 
 SMALL_MEMBER = 16 << 20
+WHEEL_THREADS = min(4, os.cpu_count() or 1)
 CHUNK = 1 << 20
 SHSTRTAB_WINDOW = 4 << 20
 MEMBER_RE = re.compile(r"(\.so(\.\d+)*|\.cubin|\.fatbin|\.ptx)$")
 _WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<ver>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
 
 
-class BackwardRead(ValueError):
-    pass
+class BackwardRead(elf.ElfParseError):
+    """A read before the stream's position (a corrupt layout pointing backwards)."""
 
 
 class ForwardReader:
@@ -140,6 +143,41 @@ class ForwardReader:
         self.skip_to(self.size)
 
 
+class _RawDeflateStream:
+    """Decompressed bytes of a deflated member, read with ``os.pread`` on the archive: no shared
+    file position (thread-safe), no CRC pass (a corrupt stream still fails in zlib)."""
+
+    def __init__(self, fd: int, data_offset: int, compressed_size: int) -> None:
+        self._fd = fd
+        self._pos = data_offset
+        self._end = data_offset + compressed_size
+        self._z = zlib.decompressobj(-15)
+        self._pending = b""
+
+    def read(self, n: int = CHUNK) -> bytes:
+        out = b""
+        while len(out) < n:
+            if self._pending:
+                data, self._pending = self._pending, b""
+            elif self._pos < self._end:
+                data = os.pread(self._fd, min(CHUNK, self._end - self._pos), self._pos)
+                if not data:
+                    raise EOFError("archive ends inside a member")
+                self._pos += len(data)
+            else:
+                out += self._z.flush()
+                break
+            out += self._z.decompress(data, n - len(out))
+            self._pending = self._z.unconsumed_tail
+        return out
+
+    def __enter__(self) -> _RawDeflateStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
 class _SparseReader(elf.Reader):
     """Reads served from captured windows, falling back to a (costly) re-read of the member."""
 
@@ -182,8 +220,6 @@ def _stream_elf(open_member: Callable[[], IO[bytes]], size: int, rec: FileRecord
         fr = ForwardReader(s, size)
         head = fr.read_upto(0, 64)
         hdr = elf.parse_header(elf.Reader.from_buffer(head))
-        if hdr.is_cuda:
-            raise elf.ElfParseError("large cubin in a compressed member: unexpected")
         shnum = hdr.e_shnum
         if hdr.e_shoff == 0:
             rec.kind = "elf"
@@ -302,44 +338,71 @@ def scan_wheel(path: str, *, kernels: bool = False, cache: object | None = None)
     except OSError as exc:
         bad.error = f"cannot read: {exc.strerror or exc}"
         return [bad]
-    records: list[FileRecord] = []
-    with zf:
-        names = zf.namelist()
-        if not any(n.endswith(".dist-info/WHEEL") for n in names) or package is None:
-            bad.error = "not a wheel (a zip without *.dist-info/WHEEL or with a non-wheel file name)"
-            return [bad]
+    names = zf.namelist()
+    if not any(n.endswith(".dist-info/WHEEL") for n in names) or package is None:
+        zf.close()
+        bad.error = "not a wheel (a zip without *.dist-info/WHEEL or with a non-wheel file name)"
+        return [bad]
+    members = [i for i in zf.infolist() if not i.is_dir() and MEMBER_RE.search(i.filename)]
+    prefix = os.path.abspath(path)
+    local = threading.local()
+    handles: list[zipfile.ZipFile] = [zf]
+    main_thread = threading.get_ident()
+
+    def archive() -> zipfile.ZipFile:
+        """The calling thread's handle (zipfile handles share one file position)."""
+        if threading.get_ident() == main_thread:
+            return zf
+        if not hasattr(local, "zf"):
+            local.zf = zipfile.ZipFile(path)
+            handles.append(local.zf)
+        return local.zf
+
+    def one(infos: list[zipfile.ZipInfo]) -> list[FileRecord]:
+        out = []
         fd = os.open(path, os.O_RDONLY)
         try:
-            for info in zf.infolist():
-                if info.is_dir() or not MEMBER_RE.search(info.filename):
-                    continue
-                rec = FileRecord(
-                    path=f"{os.path.abspath(path)}!{info.filename}", package=package, size=info.file_size
-                )
+            for info in infos:
+                rec = FileRecord(path=f"{prefix}!{info.filename}", package=package, size=info.file_size)
                 try:
-                    _scan_member(zf, fd, info, rec, kernels, describe)
-                except (
-                    zipfile.BadZipFile,
-                    zlib.error,
-                    EOFError,
-                    OSError,
-                    BackwardRead,
-                    NotImplementedError,
-                    RuntimeError,
-                ) as exc:
+                    _scan_member(archive, fd, info, rec, kernels, describe)
+                except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError,
+                        RuntimeError) as exc:
                     rec.error = f"cannot read member: {exc}"
                 except (elf.ElfParseError, fatbin.FatbinParseError) as exc:
                     rec.error = str(exc)
-                records.append(rec)
+                out.append(rec)
         finally:
             os.close(fd)
+        return out
+
+    # Large deflated members cost one zlib pass each (zlib releases the GIL): spread them over
+    # threads, biggest first; small members go together in one batch.
+    big = sorted((i for i in members if i.file_size > SMALL_MEMBER), key=lambda i: -i.file_size)
+    small = [i for i in members if i.file_size <= SMALL_MEMBER]
+    batches = [[i] for i in big] + ([small] if small else [])
+    workers = min(WHEEL_THREADS, len(batches))
+    try:
+        if workers > 1:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                done = [r for part in pool.map(one, batches) for r in part]
+        else:
+            done = [r for b in batches for r in one(b)]
+    except (zipfile.BadZipFile, OSError) as exc:
+        bad.error = f"cannot read: {exc}"
+        return [bad]
+    finally:
+        for h in handles:
+            h.close()
+    order = {i.filename: n for n, i in enumerate(members)}
+    records = sorted(done, key=lambda r: order[r.path.rsplit("!", 1)[1]])
     if key and isinstance(cache, ScanCache):
         cache.put_many(key, records)
     return records
 
 
 def _scan_member(
-    zf: zipfile.ZipFile,
+    archive: Callable[[], zipfile.ZipFile],
     fd: int,
     info: zipfile.ZipInfo,
     rec: FileRecord,
@@ -357,19 +420,25 @@ def _scan_member(
         reader = elf.Reader(lambda off, n: os.pread(fd, n, base + off), info.file_size)
         describe(reader, rec, name=info.filename, kernels=kernels)
         return
-    if info.file_size <= SMALL_MEMBER or (
-        not info.filename.endswith((".so",)) and ".so." not in info.filename
-    ):
-        if info.file_size > 1 << 30:
-            rec.error = "member larger than 1 GiB: not read"
+    is_so = info.filename.endswith(".so") or ".so." in info.filename
+    if info.file_size > SMALL_MEMBER and is_so:
+        with archive().open(info) as s:
+            head = s.read(64)
+        if not elf.is_elf(head):
+            rec.kind = "other"
+            rec.error = "not an ELF file"
             return
-        data = zf.read(info)
-        describe(elf.Reader.from_buffer(data), rec, name=info.filename, kernels=kernels)
+        is_cubin = len(head) >= 20 and int.from_bytes(head[18:20], "little") == elf.EM_CUDA
+        if not is_cubin:
+            if info.compress_type == zipfile.ZIP_DEFLATED and not info.flag_bits & 0x1:
+                base = _data_offset(fd, info)
+                _stream_elf(lambda: _RawDeflateStream(fd, base, info.compress_size), info.file_size, rec,
+                            kernels)  # type: ignore[arg-type, return-value]
+            else:
+                _stream_elf(lambda: archive().open(info), info.file_size, rec, kernels)
+            return
+    if info.file_size > 1 << 30:
+        rec.error = "member larger than 1 GiB: not read"
         return
-    with zf.open(info) as s:
-        head = s.read(64)
-    if not elf.is_elf(head):
-        rec.kind = "other"
-        rec.error = "not an ELF file"
-        return
-    _stream_elf(lambda: zf.open(info), info.file_size, rec, kernels)
+    data = archive().read(info)
+    describe(elf.Reader.from_buffer(data), rec, name=info.filename, kernels=kernels)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -30,6 +30,57 @@ Kind = Literal["decisive", "wrapper", "echo", "benign", "degraded", "stall", "fi
 
 def _compile(pattern: str, ignore_case: bool = True) -> re.Pattern[str]:
     return re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+
+
+try:  # Python >= 3.11
+    from re import _constants as _sre_c  # type: ignore[attr-defined]
+    from re import _parser as _sre_p  # type: ignore[attr-defined]
+except ImportError:  # Python 3.10
+    import sre_constants as _sre_c  # type: ignore[no-redef]
+    import sre_parse as _sre_p  # type: ignore[no-redef]
+
+_MIN_LITERAL = 3
+
+
+def _required(items: Any) -> frozenset[str] | None:
+    """Lower-cased literals of which at least one occurs in every match of ``items`` (None: unknown)."""
+    cands: list[frozenset[str]] = []
+    run = ""
+
+    def flush() -> None:
+        nonlocal run
+        if len(run) >= _MIN_LITERAL:
+            cands.append(frozenset({run.lower()}))
+        run = ""
+
+    for op, av in items:
+        if op is _sre_c.LITERAL:
+            run += chr(av)
+            continue
+        flush()
+        sub: frozenset[str] | None = None
+        if op is _sre_c.SUBPATTERN:
+            sub = _required(av[-1])
+        elif op is _sre_c.BRANCH:
+            alts = [_required(a) for a in av[1]]
+            sub = None if any(a is None for a in alts) else frozenset().union(*alts)  # type: ignore[arg-type]
+        elif op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT) and av[0] >= 1:
+            sub = _required(av[2])
+        if sub:
+            cands.append(sub)
+    flush()
+    if not cands:
+        return None
+    return max(cands, key=lambda c: (min(len(x) for x in c), -len(c)))
+
+
+def required_literals(pattern: str) -> frozenset[str] | None:
+    """A cheap pre-check for a regex: at least one of these lower-cased strings is in any line it
+    matches (searched in the lower-cased line), or None when no such set can be derived."""
+    try:
+        return _required(_sre_p.parse(pattern))
+    except Exception:
+        return None
 
 
 class Signature(BaseModel):
@@ -70,6 +121,10 @@ class Signature(BaseModel):
     def pattern(self) -> re.Pattern[str]:
         return _compile(self.regex, self.ignore_case)
 
+    @functools.cached_property
+    def literals(self) -> frozenset[str] | None:
+        return required_literals(self.regex)
+
 
 class ExceptionRule(BaseModel):
     """Fallback for a Python exception line no signature matched: map by exception type (+ message)."""
@@ -98,6 +153,10 @@ class PhaseMarker(BaseModel):
     @functools.cached_property
     def pattern(self) -> re.Pattern[str]:
         return re.compile(self.regex)
+
+    @functools.cached_property
+    def literals(self) -> frozenset[str] | None:
+        return required_literals(self.regex)
 
 
 class SignatureDB(BaseModel):

@@ -8,7 +8,7 @@ Examples:
   probe classify engine.log
   docker logs vllm 2>&1 | probe classify - --json
   probe classify worker.log --exit-code 137
-Exit codes: 0 classified (whatever the outcome), 2 usage error, 6 unreadable input.
+Exit codes: 0 classified (whatever the outcome), 2 usage error, 6 unreadable, empty or binary input.
 """
 
 from __future__ import annotations
@@ -80,6 +80,16 @@ def execute(args: argparse.Namespace) -> int:
     except (OSError, EOFError) as exc:
         raise BadInputError(f"cannot read {args.logfile}: {exc}")
     known = sig is not None or exit_code is not None or args.timed_out
+    if scanner.looks_binary:
+        raise BadInputError(
+            f"{args.logfile} does not look like a text log (binary data)",
+            hint="pass the log text (decompress or decode it first; .gz files are read directly)",
+        )
+    if scanner.text_lines == 0 and not known:
+        raise BadInputError(
+            f"{args.logfile} is empty: there is nothing to classify",
+            hint="pass the captured output, or --exit-code/--signal/--timed-out if that is all you know",
+        )
     v = scanner.verdict(
         exit_code=exit_code,
         signal_name=sig,

@@ -153,6 +153,11 @@ def _install_hooks(model: Any) -> int:
             }
         )
 
+    # Dummy weights are ~U(-1e-3, 1e-3): q.k would be ~0 and attention uniform, which any kernel gets
+    # "right". Qwen3's q_norm / k_norm RMS-normalise q and k; unit norm weights make the logits O(1).
+    for name, mod in model.named_modules():
+        if name.endswith(("q_norm", "k_norm")) and getattr(mod, "weight", None) is not None:
+            mod.weight.data.fill_(1.0)
     mods = _attention_modules(model)
     for _, m in mods[:1]:  # the single attention layer of the test model
         m.register_forward_pre_hook(pre)
@@ -204,6 +209,9 @@ def _sdpa_reference(
                 q.transpose(0, 1), kk.transpose(0, 1), vv.transpose(0, 1), scale=scale
             ).transpose(0, 1)
             control["noncausal_prefill"] = float((out - bad).norm() / bad.norm().clamp(min=1e-12))
+            logits = (q.transpose(0, 1) @ kk.transpose(0, 1).transpose(1, 2)) * scale
+            probs = torch.softmax(logits.masked_fill(~mask, float("-inf")), dim=-1)
+            control["mean_max_attention_prob"] = float(probs.max(dim=-1).values.mean())
     return errs, notes
 
 

@@ -66,9 +66,21 @@ _STATE: dict[str, Any] = {}  # per-process (warm worker) one-time setup
 
 
 class _NoModelConfig:
-    """Stand-in for ModelConfig where an oracle only asks for the user's quantization override."""
+    """Stand-in for ModelConfig in a layer-only probe (no model): the attributes MoE code reads.
+
+    vLLM 0.26's MXFP4 oracle reads ``model_config.quantization_config`` (a user override) without a
+    None check; once a model_config exists, FusedMoE reads ``dtype`` and the all2all setup reads
+    ``enforce_eager``. Anything else raises AttributeError (and shows up as a probe-side failure).
+    """
 
     quantization_config = None
+    enforce_eager = True
+    hf_text_config = None
+
+    def __init__(self) -> None:
+        import torch
+
+        self.dtype = torch.bfloat16
 
 
 def estimate_mem_gib(experts: int, hidden: int, intermediate: int) -> float:

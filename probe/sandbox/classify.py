@@ -101,6 +101,17 @@ class _Hit:
     outcome: Outcome | None = None
 
 
+def looks_binary(sample: bytes) -> bool:
+    """True if a chunk is not log text: NUL bytes or mostly non-printable, non-UTF-8 bytes."""
+    if not sample:
+        return False
+    if sample.count(0) > len(sample) // 100:
+        return True
+    text = sample.decode("utf-8", "replace")
+    bad = sum(1 for ch in text if ch == "\ufffd" or (ord(ch) < 32 and ch not in "\t\n\r\x1b\x0c\x0b"))
+    return bad > len(text) * 0.3
+
+
 def clean_line(raw: str) -> str:
     """Strip ANSI escapes and keep the last redraw of a ``\\r`` progress line."""
     line = _ANSI.sub("", raw.rstrip("\n"))
@@ -110,14 +121,18 @@ def clean_line(raw: str) -> str:
     return line
 
 
+_PREFIX_ANY = re.compile(
+    "|".join(f"(?i:{rx.pattern})" if rx.flags & re.IGNORECASE else f"(?:{rx.pattern})" for rx in _PREFIXES)
+)
+
+
 def strip_prefixes(line: str) -> str:
     body = line
-    for _ in range(4):
-        before = body
-        for rx in _PREFIXES:
-            body = rx.sub("", body, count=1)
-        if body == before:
+    for _ in range(8):
+        m = _PREFIX_ANY.match(body)
+        if m is None or not m.group(0):
             break
+        body = body[m.end() :]
     return body
 
 
@@ -126,11 +141,22 @@ class LogScanner:
 
     def __init__(self, db: SignatureDB | None = None) -> None:
         self.db = db or signature_db()
-        sigs = list(self.db.signatures)
-        self._sigs = sigs
-        ic = [s for s in sigs if s.ignore_case]
-        self._prefilter = re.compile("|".join(f"(?:{s.regex})" for s in ic), re.IGNORECASE) if ic else None
-        self._case_sigs = [s for s in sigs if not s.ignore_case]
+        # highest priority first (stable: file order among equals), each with its literal pre-check
+        self._sigs = sorted(self.db.signatures, key=lambda s: -s.priority)
+        self._gates = [(s, s.literals) for s in self._sigs]
+        self._phase_gates = [(p, p.literals) for p in self.db.phases]
+        # literal index: a line can only match a signature if it contains one of its literals
+        self._sig_always = [i for i, (_, g) in enumerate(self._gates) if g is None]
+        self._sig_by_lit: dict[str, list[int]] = collections.defaultdict(list)
+        for i, (_, g) in enumerate(self._gates):
+            for x in g or ():
+                self._sig_by_lit[x].append(i)
+        self._by_trigram: dict[str, list[str]] = collections.defaultdict(list)
+        for x in set(self._sig_by_lit) | {x for _, g in self._phase_gates for x in g or ()}:
+            self._by_trigram[x[:3]].append(x)
+        self._trigrams = frozenset(self._by_trigram)
+        self._lit_body: str | None = None
+        self._lit_hits: set[str] = set()
         self.n = 0
         self.hits: dict[str, list[_Hit]] = collections.defaultdict(list)
         self.exceptions: list[_Hit] = []
@@ -140,6 +166,9 @@ class LogScanner:
         self.last_finish: int | None = None
         self._in_tb = False
         self._warn_body = 0  # lines left of a Python warning's message
+        self.bytes_in = 0  # bytes read by feed_stream
+        self.text_lines = 0  # non-blank lines seen
+        self.looks_binary = False  # feed_stream: the first chunk is not text
 
     # -- feeding ----------------------------------------------------------------------------------
     def feed_text(self, text: str) -> None:
@@ -153,6 +182,9 @@ class LogScanner:
             data = stream.read(chunk)
             if not data:
                 break
+            if self.bytes_in == 0:
+                self.looks_binary = looks_binary(data[:65536])
+            self.bytes_in += len(data)
             buf += data
             start = 0
             while True:
@@ -173,25 +205,26 @@ class LogScanner:
         # Not seekable in general (stdin): the remainder will be fed as a new line; acceptable.
         return
 
+    def _literal_hits(self, body: str) -> set[str]:
+        if body is self._lit_body:
+            return self._lit_hits
+        low = body.lower()
+        tris = self._trigrams.intersection({low[i : i + 3] for i in range(len(low) - 2)})
+        self._lit_body = body
+        self._lit_hits = {x for t in tris for x in self._by_trigram[t] if x in low}
+        return self._lit_hits
+
     def _best(self, body: str, kinds: tuple[str, ...] | None = None) -> Signature | None:
-        best: Signature | None = None
-        if self._prefilter is not None and self._prefilter.search(body):
-            for s in self._sigs:
-                if (
-                    s.ignore_case
-                    and (best is None or s.priority > best.priority)
-                    and (kinds is None or s.kind in kinds)
-                    and s.pattern.search(body)
-                ):
-                    best = s
-        for s in self._case_sigs:
-            if (
-                (best is None or s.priority > best.priority)
-                and (kinds is None or s.kind in kinds)
-                and s.pattern.search(body)
-            ):
-                best = s
-        return best
+        """The highest-priority signature matching ``body`` (ties: file order)."""
+        hits = self._literal_hits(body)
+        cand = set(self._sig_always)
+        for x in hits:
+            cand.update(self._sig_by_lit.get(x, ()))
+        for i in sorted(cand):
+            s = self._gates[i][0]
+            if (kinds is None or s.kind in kinds) and s.pattern.search(body):
+                return s
+        return None
 
     def feed_line(self, raw: str) -> None:
         self.n += 1
@@ -207,13 +240,18 @@ class LogScanner:
         stripped = body.strip()
         sig = self._best(body) if stripped else None
         # phase markers
-        for pm in self.db.phases:
+        hits = self._literal_hits(body)
+        for pm, lits in self._phase_gates:
+            if lits is not None and lits.isdisjoint(hits):
+                continue
             if pm.pattern.search(body):
                 changed = not self.phase_marks or self.phase_marks[-1][1] != pm.phase
                 if changed and len(self.phase_marks) < 10000:
                     self.phase_marks.append((n, pm.phase))
                 break
         text = line.strip()[:1000]
+        if stripped:
+            self.text_lines += 1
         # A Python warning never ends a run: its header may carry benign/degraded evidence only,
         # and its message continuation lines (until the indented source line) carry none.
         if stripped and _PYWARN.match(body):
@@ -400,7 +438,13 @@ class LogScanner:
             )
         failing = [h for h in wrappers if h.sig is not None and h.sig.fails] or wrappers
         if failing:
-            return self._from_hit(first_of(failing))
+            v = self._from_hit(first_of(failing))
+            if v.outcome is Outcome.CRASHED:
+                v.hint = (
+                    "only wrapper lines found (the real error was printed elsewhere, e.g. by another process "
+                    "or before this excerpt); " + (v.hint or "")
+                ).rstrip("; ")
+            return v
         if exit_code not in (None, 0):
             last = self.tail[-1][1] if self.tail else None
             cause = f"exit code {exit_code} with no recognizable error" + (

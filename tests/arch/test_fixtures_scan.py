@@ -159,3 +159,28 @@ def test_cuobjdump_kernels_per_entry(cuda_fixtures, scanned, cuobjdump):
             assert Counter(map(repr, mine)) == Counter(map(repr, theirs)), (name, kind)
             checked += 1
     assert checked >= 10
+
+
+def test_fatbin_headers_agree_with_embedded_cubins(cuda_fixtures):
+    """Decompress every SASS payload: its own ELF header names the same SM (and `a` where the
+    fatbin flags say `a`); `f` exists only in the fatbin flags and the ptxas command line."""
+    from probe.arch import elf, fatbin
+
+    checked = 0
+    for name in cuda_fixtures.names:
+        data = cuda_fixtures.path(name).read_bytes()
+        r = elf.Reader.from_buffer(data)
+        regions = [(0, len(data), "fatbin")] if data[:4] == fatbin.FATBIN_MAGIC_BYTES else []
+        if data[:4] == elf.ELF_MAGIC and not elf.parse_header(r).is_cuda:
+            regions = [(s.offset, s.offset + s.size, s.name) for s in elf.device_sections(r)]
+        for start, end, sec in regions:
+            for e in fatbin.walk_region(r, start, end, section=sec).entries:
+                if e.kind != "sass":
+                    continue
+                info = elf.cubin_info(elf.Reader.from_buffer(fatbin.payload(r, e)))
+                assert info.sm == e.arch, (name, e.label)
+                assert info.abi_version == e.minor == 8  # code version [1,8] <=> ELF ABI 8 (CUDA 13)
+                if e.suffix:
+                    assert info.suffix == e.suffix, (name, e.label, info)
+                checked += 1
+    assert checked >= 20

@@ -60,6 +60,22 @@ def test_bitsandbytes_wheel(bnb_wheel, cuobjdump):
     assert "lz4" in {e.compression for e in old.entries if e.kind == "sass"}
     assert {e.code_version for e in old.entries if e.kind == "sass"} == {"1.7"}
     assert {e.code_version for e in new.entries if e.kind == "sass"} == {"1.8"}
+    # real ABI-7 cubins (CUDA 11.8): decompress one LZ4 payload per arch, read its own ELF header
+    import zipfile
+
+    from probe.arch import elf, fatbin
+
+    with zipfile.ZipFile(bnb_wheel) as zf:
+        data = zf.read("bitsandbytes/libbitsandbytes_cuda118.so")
+    r = elf.Reader.from_buffer(data)
+    sec = next(s for s in elf.device_sections(r) if s.name == ".nv_fatbin")
+    seen = set()
+    for e in fatbin.walk_region(r, sec.offset, sec.offset + sec.size, section=sec.name).entries:
+        if e.kind == "sass" and e.arch not in seen:
+            info = elf.cubin_info(elf.Reader.from_buffer(fatbin.payload(r, e)))
+            assert (info.abi_version, info.sm, info.suffix) == (7, e.arch, ""), e.label
+            seen.add(e.arch)
+    assert seen >= {60, 70, 75, 80, 86, 89, 90}
     assert any(e.section == "__nv_relfatbin" for e in new.entries)
     assert {e.arch for e in new.entries if e.loadable} >= {"sm_75", "sm_90", "sm_100", "sm_120"}
     if cuobjdump is None:

@@ -40,7 +40,8 @@ def main(argv: list[str]) -> int:
         got = classify(d / e["file"])
         want_rc = e.get("root_cause_contains")
         ok_out = got.get("outcome") == e["outcome"]
-        ok_rc = ok_out if want_rc is None else (got.get("root_cause") is not None and want_rc in got["root_cause"])
+        rc = got.get("root_cause")
+        ok_rc = ok_out if want_rc is None else (rc is not None and want_rc in rc)
         ok_deg = bool(got.get("degraded")) == bool(e.get("degraded"))
         rows.append((e, got, ok_out, ok_rc, ok_deg))
         if not as_json:
