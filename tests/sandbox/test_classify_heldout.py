@@ -19,22 +19,54 @@ from probe.sandbox.classify import LogScanner, classify_stream, classify_text, l
 ROOT = Path(__file__).resolve().parents[2]
 HELD = ROOT / "tests" / "sandbox" / "heldout"
 INDEX = json.loads((HELD / "index.json").read_text())
+# second held-out round (collected after round-one tuning; docs/sandbox.md "Held-out evaluation")
+HELD2 = ROOT / "tests" / "sandbox" / "heldout2"
+INDEX2 = json.loads((HELD2 / "index.json").read_text())
+SETS = [(HELD, e) for e in INDEX] + [(HELD2, e) for e in INDEX2]
+# Misses left in on purpose (no general rule was found; fixing them would mean copying the line).
+KNOWN_MISSES = {
+    "heldout2/006_vllm_b200_flashinfer_trtllm_headdim_expect_refused.log":
+        "FlashInfer TRT-LLM-gen 'Expect (...), got ...' launch check: no stable phrase marks it as a kernel refusal",
+}
 
 
-def test_heldout_index_is_well_formed():
+@pytest.mark.parametrize("folder", [HELD, HELD2], ids=["heldout", "heldout2"])
+def test_heldout_index_is_well_formed(folder):
     outcomes = {o.value for o in Outcome}
-    assert len(INDEX) >= 35
-    for e in INDEX:
+    index = json.loads((folder / "index.json").read_text())
+    assert len(index) >= 35
+    assert len({e["file"] for e in index}) == len(index)
+    for e in index:
         assert set(e) == {"file", "outcome", "degraded", "root_cause_contains", "source", "note"}
-        assert e["outcome"] in outcomes and (HELD / e["file"]).is_file()
+        assert e["outcome"] in outcomes and (folder / e["file"]).is_file()
         assert e["source"].startswith("https://github.com/")
         if e["root_cause_contains"] is not None:
-            assert e["root_cause_contains"] in (HELD / e["file"]).read_text()
+            assert e["root_cause_contains"] in (folder / e["file"]).read_text()
 
 
-@pytest.mark.parametrize("entry", INDEX, ids=[e["file"] for e in INDEX])
-def test_heldout_log(entry):
-    with open(HELD / entry["file"], "rb") as f:
+def test_heldout_rounds_do_not_share_sources():
+    first = {e["source"] for e in INDEX}
+    tuning = {e["source"] for e in json.loads((ROOT / "tests" / "data" / "logs" / "index.json").read_text())}
+    assert not ({e["source"] for e in INDEX2} & (first | tuning))
+
+
+def _case_id(folder: Path, entry: dict) -> str:
+    return f"{folder.name}/{entry['file']}"
+
+
+@pytest.mark.parametrize(
+    ("folder", "entry"),
+    [
+        pytest.param(
+            f, e, id=_case_id(f, e),
+            marks=[pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[_case_id(f, e)])]
+            if _case_id(f, e) in KNOWN_MISSES else [],
+        )
+        for f, e in SETS
+    ],
+)
+def test_heldout_log(folder, entry):
+    with open(folder / entry["file"], "rb") as f:
         v = classify_stream(f)
     assert v.outcome.value == entry["outcome"], (v.root_cause, entry["note"])
     want = entry["root_cause_contains"]
