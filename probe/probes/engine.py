@@ -368,8 +368,17 @@ def _generate_check(
     elif not lps or not all(math.isfinite(x) for x in lps):
         problem = "non-finite logprobs (NaN/inf in the logits)"
     n = sum(len(t) for t in tokens)
+    info: dict[str, Any] = {
+        "tokens": tokens,
+        "min_logprob": min(lps) if lps else None,
+        "max_logprob": max(lps) if lps else None,
+    }
+    if lps and problem is None and max(lps) - min(lps) < 1e-3:
+        # dummy weights ~U(-1e-3, 1e-3) give near-constant logits: the cell proves the stack runs
+        # end to end (init, weight processing, forward, sampling), not the numerics
+        info["uniform_logits"] = True
     return (
-        {"tokens": tokens, "min_logprob": min(lps) if lps else None},
+        info,
         problem,
         {"gen_s": gen_s, "gen2_s": gen2_s, "tokens_per_s": n / gen2_s if gen2_s > 0 else 0.0},
     )
@@ -429,4 +438,9 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
     timings = {"init_s": init_s, **t}
     if problem:
         return result("wrong_output", problem, timings=timings, details=details)
-    return result("ok", None, timings=timings, details=details)
+    degraded = (
+        ["dummy weights give uniform logits: end-to-end run check, not a numeric check"]
+        if out.get("uniform_logits")
+        else []
+    )
+    return result("ok", None, timings=timings, details=details, degraded=degraded)

@@ -24,8 +24,6 @@ from probe.probes.common import result, skipped, unsupported
 
 log = logging.getLogger(__name__)
 
-QUANTS: tuple[str, ...] = ("bf16", "fp8", "fp8_block", "nvfp4", "int4_w4a16", "mxfp4")
-
 # quant scheme -> (vLLM quantization method name, config.json quantization_config, activation)
 QUANT_CONFIGS: dict[str, tuple[str | None, dict[str, Any] | None, str]] = {
     "bf16": (None, None, "silu"),
@@ -61,6 +59,7 @@ QUANT_CONFIGS: dict[str, tuple[str | None, dict[str, Any] | None, str]] = {
     "mxfp4": ("mxfp4", {"quant_method": "mxfp4"}, "swigluoai"),
 }
 
+QUANTS: tuple[str, ...] = tuple(QUANT_CONFIGS)  # the same names as probe.catalog.models.QUANTS
 GROUP_SIZE: dict[str, int] = {"nvfp4": 16, "mxfp4": 32, "int4_w4a16": 128}
 _STATE: dict[str, Any] = {}  # per-process (warm worker) one-time setup
 
@@ -304,8 +303,10 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
         return skipped(f"top_k={top_k} > experts={e}")
     group = GROUP_SIZE.get(quant)
     if group and (h % group or inter % group):
-        return skipped(f"{quant} checkpoints quantize in groups of {group} along K: hidden {h} and "
-                       f"intermediate {inter} must both be multiples of {group}")
+        return skipped(
+            f"{quant} checkpoints quantize in groups of {group} along K: hidden {h} and "
+            f"intermediate {inter} must both be multiples of {group}"
+        )
 
     ctx.phase("import")
     import torch

@@ -27,12 +27,11 @@ from typing import Any
 from probe.cells import CellSpec
 from probe.errors import UsageError
 from probe.probes import vllm_compat
-from probe.probes.moe import estimate_mem_gib
+from probe.probes.moe import QUANTS, estimate_mem_gib
 
 log = logging.getLogger(__name__)
 
 KINDS = ("import", "moe", "attention", "engine")
-QUANTS = ("bf16", "fp8", "fp8_block", "nvfp4", "int4_w4a16", "mxfp4")
 DEFAULT_EXPERTS = (8, 16, 32, 64, 128, 256, 512, 60, 144, 160)
 DEFAULT_MODELS = ("122b", "35b", "nano")
 DEFAULT_FA = (2, 3, 4)

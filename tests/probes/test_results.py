@@ -52,3 +52,11 @@ def test_local_context_records_phases():
     ctx.phase("forward")
     ctx.note("selected", "MARLIN")
     assert ctx.phases == ["build", "forward"] and ctx.notes == {"selected": "MARLIN"}
+
+
+def test_quant_names_agree_with_the_model_catalog():
+    from probe.catalog.models import QUANTS as CATALOG_QUANTS
+    from probe.probes.moe import QUANT_CONFIGS, QUANTS
+    from probe.probes.quant_ref import TOLERANCE
+
+    assert QUANTS == CATALOG_QUANTS and set(QUANT_CONFIGS) == set(TOLERANCE) == set(QUANTS)
