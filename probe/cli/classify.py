@@ -17,8 +17,6 @@ import argparse
 import json
 import sys
 
-HELP = "classify a crash log: outcome, root-cause line, hint"
-
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("logfile", metavar="LOGFILE", help="log file to read, or - for stdin")

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "show what changed between two matrices"
-
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("old", help="baseline matrix")

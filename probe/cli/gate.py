@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "fail CI when the current matrix regressed against a baseline"
-
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline", required=True, metavar="OLD", help="baseline matrix (last published)")

@@ -8,8 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 
-HELP = "list the GPU catalog (compute capabilities, families, iGPU rules)"
-
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -34,5 +32,6 @@ def execute(args: argparse.Namespace) -> int:
         return 0
     table = [[r["target"], r["cc"], ", ".join(r["names"]), " ".join(r["families"]) or "-",
               "yes" if r["integrated"] else "", r["note"] or ""] for r in rows]
-    print(tabulate(table, headers=["target", "CC", "GPUs", "in families", "iGPU", "note"], disable_numparse=True))
+    headers = ["target", "CC", "GPUs", "in families", "iGPU", "note"]
+    print(tabulate(table, headers=headers, disable_numparse=True))
     return 0

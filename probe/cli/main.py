@@ -42,7 +42,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The full parser; with ``only``, just that verb's module is imported and configured."""
     parser = argparse.ArgumentParser(
         prog="probe",
-        description="Which vLLM / FlashInfer kernel backends load and run on which NVIDIA GPU, with evidence.",
+        description="Which vLLM / FlashInfer kernel backends load and run on which NVIDIA GPU.",
         epilog="Exit codes: 0 ok, 1 regression (gate), 2 usage error, 3 nothing to compare, "
         "4 probe infrastructure failed, 5 partial result, 6 invalid input file, 130 interrupted.",
     )

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "merge matrices of several GPUs / images into one fleet view"
-
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("matrices", nargs="+", metavar="MATRIX", help="matrix or fleet JSON files")

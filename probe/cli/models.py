@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "list model profiles, or show one (name, alias, config.json, cached HF id)"
-
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", help="show one model in full")

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 
-HELP = "print the vLLM flags that work for a model on a GPU, with the evidence"
-
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="profile name / alias (122b), HF id, config.json or folder")

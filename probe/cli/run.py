@@ -21,8 +21,6 @@ import logging
 import sys
 from typing import Any
 
-HELP = "run the probe cells in sandboxed children and write the journal + matrix"
-
 log = logging.getLogger(__name__)
 
 

@@ -26,8 +26,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from probe.arch.gpus_lean import LeanGpu as Gpu
     from probe.arch.model import ScanReport
-    from probe.catalog.gpus import Gpu
 
 HELP = "list SASS/PTX targets of compiled extensions, per file and per kernel, with verdicts per GPU"
 
@@ -72,11 +72,16 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="ignore and do not update the result cache")
     p.add_argument("--jobs", type=int, default=None, metavar="N", help="reader threads (default: up to 4)")
     p.add_argument("--output", "-o", metavar="FILE", help="write the output to FILE instead of stdout")
+    p.add_argument(
+        "--schema", action="store_true", help="print the JSON Schema of the --json output and exit"
+    )
 
 
 def resolve_targets(args: argparse.Namespace) -> tuple[list[Gpu], str]:
+    # The lean (pydantic-free) view of the GPU catalog: same data and parsing as probe.catalog.gpus.
+    from probe.arch.gpus_lean import lean_catalog as catalog
+    from probe.arch.gpus_lean import parse_target
     from probe.arch.localgpu import local_gpus
-    from probe.catalog.gpus import catalog, parse_target
 
     if args.target and args.all_targets:
         from probe.errors import UsageError
@@ -101,8 +106,17 @@ def resolve_targets(args: argparse.Namespace) -> tuple[list[Gpu], str]:
 def execute(args: argparse.Namespace) -> int:
     import time
 
-    from probe.arch.scan import build_report, cache_roots, default_roots, scan_paths
     from probe.errors import EXIT_OK, EXIT_PARTIAL, UsageError
+
+    if args.schema:
+        import json
+
+        from probe.arch.schema import json_schema
+
+        _write(args.output, json.dumps(json_schema(), indent=1) + "\n")
+        return EXIT_OK
+
+    from probe.arch.scan import build_report, cache_roots, default_roots, scan_paths
 
     if args.json:
         args.format = "json"
@@ -141,18 +155,24 @@ def execute(args: argparse.Namespace) -> int:
     text = render(
         report, args.format, gpus, kernels=args.kernels, all_files=args.all_files, backend_rows=backend_rows
     )
-    if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(text)
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.output}: {exc.strerror}") from None
-    else:
-        sys.stdout.write(text)
+    _write(args.output, text)
     partial = report.summary.errors > 0 or bool(
         report.verify and (report.verify.disagreements or report.verify.errors)
     )
     return EXIT_PARTIAL if partial else EXIT_OK
+
+
+def _write(output: str | None, text: str) -> None:
+    from probe.errors import UsageError
+
+    if output:
+        try:
+            with open(output, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as exc:
+            raise UsageError(f"cannot write {output}: {exc.strerror}") from None
+    else:
+        sys.stdout.write(text)
 
 
 def _backend_view(report: ScanReport, gpus: list[Gpu]) -> Any:
@@ -196,8 +216,10 @@ def render(
     if fmt == "json":
         if backend_rows is not None:
             report.backends = backend_rows
-        # pydantic's serializer (Rust): json.dumps with indent is ~20x slower on 16k-file reports
-        return report.model_dump_json(indent=1 if len(report.files) < 2000 else None) + "\n"
+        from probe.arch.model import dumps
+
+        # one file / verdict row per line, each written by json's C encoder
+        return dumps(report, lines=True) + "\n"
     from tabulate import tabulate
 
     from probe.arch.verdicts import file_codes

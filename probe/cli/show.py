@@ -12,8 +12,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-HELP = "render a matrix (table, Markdown, JUnit XML, HTML) or the matrices/ index"
-
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("matrix", nargs="?", help="matrix or fleet JSON file")
