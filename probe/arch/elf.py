@@ -285,14 +285,19 @@ def _wanted_sections(reader: Reader, hdr: ElfHeader, types: tuple[int, ...]) -> 
         )
     table = reader.read(hdr.e_shoff, shnum * _SHDR64.size)
     all_types = (
-        _types_struct(shnum).unpack(table) if shnum <= 4096 else [t[1] for t in _SHDR64.iter_unpack(table)]
+        _types_struct(shnum).unpack(table)
+        if shnum <= 4096
+        else tuple(t[1] for t in _SHDR64.iter_unpack(table))
     )
     out = []
-    for i, t in enumerate(all_types):
-        if t in types:
+    for t in types:  # tuple.count / tuple.index run in C: no Python loop over all sections
+        i = -1
+        for _ in range(all_types.count(t)):
+            i = all_types.index(t, i + 1)
             sh = _SHDR64.unpack_from(table, i * _SHDR64.size)
-            out.append((t, sh[4], sh[5]))
-    return out
+            out.append((i, t, sh[4], sh[5]))
+    out.sort()  # section-table order, as before
+    return [x[1:] for x in out]
 
 
 def cubin_info(reader: Reader, hdr: ElfHeader | None = None) -> CubinInfo:

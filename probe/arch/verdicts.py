@@ -11,10 +11,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from probe.arch.compat import Code, Decision, best
 from probe.arch.model import Entry, FileRecord, FileVerdict, TargetVerdict
-from probe.catalog.gpus import Gpu
+
+if TYPE_CHECKING:
+    from probe.arch.gpus_lean import LeanGpu
+    from probe.catalog.gpus import Gpu
+
+    AnyGpu = Gpu | LeanGpu
 
 
 def entry_code(entry: Entry) -> Code | None:
@@ -62,20 +68,34 @@ def kernel_codes(record: FileRecord) -> dict[str, list[Code]]:
     return out
 
 
-def verdict_for(codes: Iterable[Code], gpu: Gpu) -> Decision:
+def verdict_for(codes: Iterable[Code], gpu: AnyGpu) -> Decision:
     """The verdict the driver would reach on ``gpu`` for a set of codes."""
     return best(codes, gpu)
 
 
-def container_coverage(record: FileRecord, gpu: Gpu) -> tuple[int, int]:
+def container_coverage(record: FileRecord, gpu: AnyGpu) -> tuple[int, int]:
     """(containers with at least one entry loadable on ``gpu``, loadable containers in total)."""
+    sets = container_code_sets(record)
+    ok = sum(n for codes, n in sets.items() if best(codes, gpu).verdict.loadable)
+    return ok, sum(sets.values())
+
+
+def container_code_sets(record: FileRecord) -> dict[tuple[Code, ...], int]:
+    """Distinct loadable code sets of a file's containers -> how many containers have each.
+
+    A library with hundreds of containers has only a handful of distinct sets (libtorch_cuda.so:
+    475 containers), so verdicts are decided per set, not per container.
+    """
     by_container: dict[int, list[Code]] = {}
     for e in record.entries:
         c = entry_code(e)
         if c is not None:
             by_container.setdefault(e.container, []).append(c)
-    ok = sum(1 for codes in by_container.values() if best(codes, gpu).verdict.loadable)
-    return ok, len(by_container)
+    sets: dict[tuple[Code, ...], int] = {}
+    for codes in by_container.values():
+        key = tuple(codes)
+        sets[key] = sets.get(key, 0) + 1
+    return sets
 
 
 def labels(codes: Iterable[Code]) -> list[str]:
@@ -83,7 +103,7 @@ def labels(codes: Iterable[Code]) -> list[str]:
 
 
 def file_verdicts(
-    files: Sequence[FileRecord], gpus: Sequence[Gpu], *, per_kernel: bool = False
+    files: Sequence[FileRecord], gpus: Sequence[AnyGpu], *, per_kernel: bool = False
 ) -> list[FileVerdict]:
     """One row per file with device code (and per kernel when ``per_kernel``), verdicts by target.
 
@@ -93,13 +113,13 @@ def file_verdicts(
     decisions: dict[tuple[tuple[Code, ...], int], Decision] = {}
     memo: dict[tuple[tuple[Code, ...], int, int, int], TargetVerdict] = {}
 
-    def decide(codes: tuple[Code, ...], gpu: Gpu) -> Decision:
+    def decide(codes: tuple[Code, ...], gpu: AnyGpu) -> Decision:
         d = decisions.get((codes, gpu.sm))
         if d is None:
             d = decisions[(codes, gpu.sm)] = verdict_for(codes, gpu)
         return d
 
-    def verdict(codes: tuple[Code, ...], gpu: Gpu, cov: tuple[int, int] | None) -> TargetVerdict:
+    def verdict(codes: tuple[Code, ...], gpu: AnyGpu, cov: tuple[int, int] | None) -> TargetVerdict:
         key = (codes, gpu.sm, *(cov or (-1, -1)))
         tv = memo.get(key)
         if tv is None:
@@ -120,11 +140,13 @@ def file_verdicts(
         by_target = whole.get(key) if simple else None
         if by_target is None:
             by_target = {}
+            sets = None if simple else container_code_sets(rec)
             for gpu in gpus:
-                if simple:
+                if sets is None:
                     cov = (1 if decide(codes, gpu).verdict.loadable else 0, 1)
                 else:
-                    cov = container_coverage(rec, gpu)
+                    cov = (sum(n for cs, n in sets.items() if decide(cs, gpu).verdict.loadable),
+                           sum(sets.values()))
                 by_target[gpu.label] = verdict(codes, gpu, cov)
             if simple:
                 whole[key] = by_target

@@ -456,17 +456,35 @@ _EXPERT_ONLY_EXCLUDES: dict[str, list[str]] = {
 }
 
 
-def _quantization_config(profile: ModelProfile, quant: str) -> dict[str, Any] | None:
+# vLLM quantization method name per quant scheme: the name ``get_quantization_config(name)`` takes for a
+# checkpoint whose config.json carries :func:`quantization_config` (``None``: unquantized). The
+# ``gptq`` / ``modelopt`` checkpoints are loaded by vLLM's ``gptq_marlin`` / ``modelopt_fp4`` classes.
+VLLM_QUANT_METHOD: dict[str, str | None] = {
+    "bf16": None,
+    "fp8": "fp8",
+    "fp8_block": "fp8",
+    "nvfp4": "modelopt_fp4",
+    "int4_w4a16": "gptq_marlin",
+    "mxfp4": "mxfp4",
+}
+
+
+def quantization_config(quant: str, exclude_modules: list[str] | None = None) -> dict[str, Any] | None:
+    """The config.json ``quantization_config`` a checkpoint in ``quant`` carries (``None`` for bf16).
+
+    The single source for these dicts: the engine probe writes them into synthetic config.json files
+    and the MoE probe passes them to vLLM's ``QuantizationConfig.from_config``. ``exclude_modules``
+    (NVFP4 / ModelOpt only) lists the modules left in bf16.
+    """
     if quant == "bf16":
         return None
     if quant == "nvfp4":
-        excludes = _EXPERT_ONLY_EXCLUDES.get(profile.model_type, _EXPERT_ONLY_EXCLUDES["default"])
         return {
             "quant_method": "modelopt",
             "quant_algo": "NVFP4",
             "group_size": 16,
             "kv_cache_quant_algo": None,
-            "exclude_modules": excludes,
+            "exclude_modules": list(exclude_modules or []),
         }
     if quant == "fp8":
         return {"quant_method": "fp8", "activation_scheme": "dynamic"}
@@ -480,8 +498,21 @@ def _quantization_config(profile: ModelProfile, quant: str) -> dict[str, Any] | 
     if quant == "mxfp4":
         return {"quant_method": "mxfp4"}
     if quant == "int4_w4a16":
-        return {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False, "sym": True}
+        return {
+            "quant_method": "gptq",
+            "bits": 4,
+            "group_size": 128,
+            "desc_act": False,
+            "sym": True,
+            "lm_head": False,
+        }
     raise UsageError(f"unknown quant {quant!r}; known: {', '.join(QUANTS)}")
+
+
+def _quantization_config(profile: ModelProfile, quant: str) -> dict[str, Any] | None:
+    """:func:`quantization_config` with the routed experts alone quantized (NVFP4 excludes the rest)."""
+    excludes = _EXPERT_ONLY_EXCLUDES.get(profile.model_type, _EXPERT_ONLY_EXCLUDES["default"])
+    return quantization_config(quant, exclude_modules=excludes if quant == "nvfp4" else None)
 
 
 def _nemotron_pattern(n: int) -> str:
@@ -497,7 +528,12 @@ def _nemotron_pattern(n: int) -> str:
 def synthetic_hf_config(
     profile: ModelProfile, num_layers: int = 2, quant: str | None = None
 ) -> dict[str, Any]:
-    """A text-only HF config.json dict with the profile's real layer widths, cut to ``num_layers``.
+    """An HF config.json dict with the profile's real layer widths, cut to ``num_layers``.
+
+    Text-only (the architecture vLLM registers for the text model), except for multimodal families
+    whose text model vLLM builds only inside the multimodal class (Qwen3.5 / 3.6): those get the
+    full multimodal config with the text model under ``text_config`` and a minimal
+    ``vision_config`` (see ``_VISION_WRAPPED``); use :func:`text_config_of` to read the text part.
 
     Every layer kind the model has (MoE, full attention, linear attention / Mamba) is kept at least
     once where ``num_layers`` allows. ``quant`` (default: the profile's) adds a
@@ -542,9 +578,22 @@ def synthetic_hf_config(
                 "linear_num_key_heads": hy.get("gdn_linear_num_key_heads", 16),
                 "linear_num_value_heads": hy.get("gdn_linear_num_value_heads", 32),
                 "mtp_num_hidden_layers": 0,
-                "rope_theta": 10_000_000,
             }
         )
+        if mt.startswith("qwen3_5"):
+            # Qwen3.5's text model rotates with interleaved M-RoPE over 1/4 of head_dim (the HF
+            # config's text_config.rope_parameters); the three sections sum to rotary_dim / 2
+            half = int(profile.head_dim * 0.25) // 2
+            sec = (half + 2) // 3
+            cfg["rope_parameters"] = {
+                "rope_type": "default",
+                "rope_theta": 10_000_000,
+                "partial_rotary_factor": 0.25,
+                "mrope_section": [sec, sec, half - 2 * sec],
+                "mrope_interleaved": True,
+            }
+        else:
+            cfg["rope_theta"] = 10_000_000
     if moe:
         if mt in ("mixtral", "gpt_oss"):
             cfg.update(
@@ -634,7 +683,63 @@ def synthetic_hf_config(
         cfg.pop("n_shared_experts", None)
         if moe.latent_size:
             cfg["moe_latent_size"] = moe.latent_size
+    if profile.model_type in _VISION_WRAPPED and mt != profile.model_type:
+        cfg = _vision_wrapped(profile, cfg)
     qc = _quantization_config(profile, q)
     if qc:
         cfg["quantization_config"] = qc
     return copy.deepcopy(cfg)
+
+
+# Multimodal model types whose text model vLLM only builds inside the multimodal class: vLLM 0.26
+# registers no ``Qwen3_5MoeForCausalLM`` (vllm/model_executor/models/registry.py) and maps the
+# architecture name to ``Qwen3_5MoeForConditionalGeneration``, whose processor demands the full
+# ``Qwen3_5MoeConfig`` (text_config + vision_config). vLLM 0.33 registers both. The synthetic config
+# is therefore the multimodal one (with a small vision tower the engine probe never builds: it passes
+# ``language_model_only=True``), which both versions accept.
+_VISION_WRAPPED: dict[str, str] = {
+    "qwen3_5_moe": "Qwen3_5MoeForConditionalGeneration",
+    "qwen3_5": "Qwen3_5ForConditionalGeneration",
+}
+
+
+def text_config_of(config: dict[str, Any]) -> dict[str, Any]:
+    """The text model's part of a config.json dict (``text_config`` when nested)."""
+    text = config.get("text_config")
+    return text if isinstance(text, dict) else config
+
+
+def _vision_wrapped(profile: ModelProfile, text: dict[str, Any]) -> dict[str, Any]:
+    arch = next(
+        (a for a in profile.architectures if a.endswith("ForConditionalGeneration")),
+        _VISION_WRAPPED[profile.model_type],
+    )
+    text = {k: v for k, v in text.items() if k != "architectures"}
+    return {
+        "architectures": [arch],
+        "model_type": profile.model_type,
+        "text_config": text,
+        # the smallest valid Qwen3-VL vision tower: 1 block, 2 heads of 64 (rotary over half of
+        # each head), merger projecting to the text hidden size; 2304 = 48^2 position embeddings
+        "vision_config": {
+            "model_type": profile.model_type,
+            "depth": 1,
+            "hidden_size": 128,
+            "num_heads": 2,
+            "intermediate_size": 256,
+            "hidden_act": "gelu_pytorch_tanh",
+            "in_channels": 3,
+            "patch_size": 16,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "out_hidden_size": profile.hidden_size,
+            "num_position_embeddings": 2304,
+            "deepstack_visual_indexes": [],
+        },
+        "image_token_id": 248056,
+        "video_token_id": 248057,
+        "vision_start_token_id": 248053,
+        "vision_end_token_id": 248054,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    }

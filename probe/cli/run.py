@@ -106,7 +106,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="re-run a cell that crashed a warm worker once in a fresh child and record that result",
     )
-    g.add_argument("--output", default=None, metavar="MATRIX.json", help="write the matrix here at the end")
+    g.add_argument("-o", "--output", default=None, metavar="MATRIX.json",
+                   help="write the matrix here at the end")
     g.add_argument("--image", default=None, metavar="NAME", help="name of the image under test (provenance)")
     g.add_argument(
         "--plan-file",

@@ -104,7 +104,12 @@ def resolve_targets(args: argparse.Namespace) -> tuple[list[Gpu], str]:
 
 
 def execute(args: argparse.Namespace) -> int:
+    import gc
     import time
+
+    # A scan allocates ~10 objects per entry and frees none until the end: the cyclic collector's
+    # passes over them cost 10-20 % of a 16k-file scan and find nothing (records hold no cycles).
+    gc.disable()
 
     from probe.errors import EXIT_OK, EXIT_PARTIAL, UsageError
 

@@ -19,44 +19,19 @@ import tempfile
 import time
 from typing import Any
 
+from probe.catalog.models import QUANTS as CATALOG_QUANTS
+from probe.catalog.models import VLLM_QUANT_METHOD, quantization_config
 from probe.cells import ProbeContext
 from probe.probes.common import result, skipped, unsupported
 
 log = logging.getLogger(__name__)
 
-# quant scheme -> (vLLM quantization method name, config.json quantization_config, activation)
+# quant scheme -> (vLLM quantization method name, config.json quantization_config, activation).
+# The dicts come from the catalog (the one source shared with the engine probe's synthetic configs);
+# MXFP4 checkpoints (gpt-oss) use the clamped SwiGLU activation.
 QUANT_CONFIGS: dict[str, tuple[str | None, dict[str, Any] | None, str]] = {
-    "bf16": (None, None, "silu"),
-    "fp8": ("fp8", {"quant_method": "fp8", "activation_scheme": "dynamic"}, "silu"),
-    "fp8_block": (
-        "fp8",
-        {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]},
-        "silu",
-    ),
-    "nvfp4": (
-        "modelopt_fp4",
-        {
-            "quant_method": "modelopt",
-            "quant_algo": "NVFP4",
-            "group_size": 16,
-            "kv_cache_quant_algo": None,
-            "exclude_modules": [],
-        },
-        "silu",
-    ),
-    "int4_w4a16": (
-        "gptq_marlin",
-        {
-            "quant_method": "gptq",
-            "bits": 4,
-            "group_size": 128,
-            "desc_act": False,
-            "sym": True,
-            "lm_head": False,
-        },
-        "silu",
-    ),
-    "mxfp4": ("mxfp4", {"quant_method": "mxfp4"}, "swigluoai"),
+    q: (VLLM_QUANT_METHOD[q], quantization_config(q), "swigluoai" if q == "mxfp4" else "silu")
+    for q in CATALOG_QUANTS
 }
 
 QUANTS: tuple[str, ...] = tuple(QUANT_CONFIGS)  # the same names as probe.catalog.models.QUANTS
