@@ -111,6 +111,47 @@ def case_cubin(tool: str, n: int, sample: int | None) -> dict[str, object]:
             "cuobjdump": cuo, "target": "probe <= 2 s"}
 
 
+def inflate_floor(whl: Path, n: int) -> dict[str, float]:
+    """The lower bound for any reader that does not unpack: inflate every ``.so`` member once
+    (same inflater and thread count as probe, nothing else), median of ``n``."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from probe.arch.wheel import WHEEL_THREADS, _data_offset, inflater
+
+    name, mod = inflater()
+    with zipfile.ZipFile(whl) as zf:
+        members = sorted((i for i in zf.infolist() if i.filename.endswith(".so")), key=lambda i: -i.file_size)
+    fd = os.open(whl, os.O_RDONLY)
+
+    def one(info: zipfile.ZipInfo) -> int:
+        d = mod.decompressobj(-15)
+        pos = _data_offset(fd, info)
+        end = pos + info.compress_size
+        out = 0
+        while pos < end:
+            data = os.pread(fd, min(512 << 10, end - pos), pos)
+            pos += len(data)
+            out += len(d.decompress(data))
+        return out
+
+    runs, biggest = [], []
+    try:
+        for _ in range(n):
+            t = time.perf_counter()
+            with ThreadPoolExecutor(WHEEL_THREADS) as pool:
+                total = sum(pool.map(one, members))
+            runs.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            one(members[0])
+            biggest.append(time.perf_counter() - t)
+    finally:
+        os.close(fd)
+    return {"inflater": name, "threads": WHEEL_THREADS, "bytes": total, "seconds": statistics.median(runs),
+            "biggest_member": members[0].filename, "biggest_bytes": members[0].file_size,
+            "biggest_seconds": statistics.median(biggest)}
+
+
 def case_vllm(tool: str, n: int) -> dict[str, object]:
     whl = wheels.wheel("vllm")
     root = wheels.unpacked(whl, ".so")
@@ -120,7 +161,8 @@ def case_vllm(tool: str, n: int) -> dict[str, object]:
     measure(cuo_cmds)
     probe = repeat([probe_cmd(whl)], n)
     cuo = repeat(cuo_cmds, n)
-    return {"case": "vllm", "input": f"{whl.name} ({len(sos)} .so files)",
+    floor = inflate_floor(whl, n)
+    return {"case": "vllm", "inflate_floor": floor, "input": f"{whl.name} ({len(sos)} .so files)",
             "probe_cmd": f"probe scan --no-cache {' '.join(PROBE_ARGS)} --json <vllm .whl>",
             "cuobjdump_cmd": "cuobjdump --list-elf and --list-ptx on each unpacked .so",
             "probe": probe, "cuobjdump": cuo, "target": "speed >= 20x"}
@@ -150,11 +192,15 @@ def main() -> int:
                     help="time the cuobjdump loop on N cubins and extrapolate (default: all)")
     ap.add_argument("--profile", action="store_true", help="cProfile probe's scan for each case")
     ap.add_argument("--json", dest="json_out", help="also write the figures to this file")
+    ap.add_argument("--inflate", choices=("zlib", "zlib-ng", "isal"),
+                    help="force probe's inflater for wheels (PROBE_INFLATE; default: the fastest installed)")
     ap.add_argument("--probe-args", default="--all-targets",
                     help="target selection passed to probe scan (default: --all-targets, i.e. verdicts "
                     "for the 12 catalog GPUs; '--target sm_100' = one GPU, closer to a plain listing)")
     args = ap.parse_args()
     PROBE_ARGS[:] = args.probe_args.split()
+    if args.inflate:
+        os.environ["PROBE_INFLATE"] = args.inflate  # inherited by the probe children
 
     from probe.arch.cuobjdump import find_cuobjdump
 
@@ -183,10 +229,21 @@ def main() -> int:
                      f"{c['seconds']:.2f}", f"{c['peak_rss_kb'] / 1024:.0f}",
                      f"{c['seconds'] / p['seconds']:.0f}x", f"1/{c['peak_rss_kb'] / p['peak_rss_kb']:.1f}",
                      r["target"] + (f" ({c['note']})" if c.get("note") else "")])
+    from probe.arch.wheel import inflater
+
     print(f"cuobjdump: {tool} ({version[-1] if version else '?'}); python {sys.version.split()[0]}; "
-          f"{os.cpu_count()} CPUs")
+          f"{os.cpu_count()} CPUs; inflater {inflater()[0]}; load average {os.getloadavg()[0]:.2f}")
     print(tabulate(rows, headers=["case", "input", "probe s", "probe MiB", "cuobjdump s", "cuobjdump MiB",
                                   "speed-up", "memory", "target"]))
+    for r in results:
+        if "inflate_floor" in r:
+            f = r["inflate_floor"]
+            cuo_s = r["cuobjdump"]["seconds"]
+            mb, big_mb = f["bytes"] / 1e6, f["biggest_bytes"] / 1e6
+            print(f"\nvllm inflate floor ({f['inflater']}, {f['threads']} threads): all .so members "
+                  f"{mb:.0f} MB in {f['seconds']:.2f} s ({mb / f['seconds']:.0f} MB/s); "
+                  f"{f['biggest_member']} alone {big_mb:.0f} MB in {f['biggest_seconds']:.2f} s. "
+                  f"20x of cuobjdump's {cuo_s:.2f} s would be {cuo_s / 20:.2f} s for the whole process.")
     if args.profile:
         for r in results:
             path = {"torch": lambda: [str(libtorch_cuda())],

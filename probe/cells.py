@@ -20,7 +20,7 @@ class CellSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(description="stable key, unique within a run, e.g. 'moe/marlin/nvfp4/E=256/H=3072/I=1024/tp=1'")
+    id: str = Field(description="stable key, unique within a run, e.g. 'moe/marlin/nvfp4/E=256/H=3072/tp=1'")
     kind: CellKind
     target: str = Field(description="'package.module:function' called as function(params, ctx) in the child")
     params: dict[str, Any] = {}
@@ -40,14 +40,14 @@ class CellResult(BaseModel):
     outcome: Outcome
     degraded: bool = False
     degraded_reasons: list[str] = []
-    phase: str | None = Field(default=None, description="import / build / weights / process_weights / forward / ...")
+    phase: str | None = Field(default=None, description="import / build / weights / forward …")
     root_cause: str | None = None
     hint: str | None = None
     exit_code: int | None = None
     signal: str | None = None
     wall_s: float = 0.0
     peak_rss_mb: float | None = None
-    timings: dict[str, float] = Field(default_factory=dict, description="e.g. forward_ms_b1, forward_ms_b64 (medians)")
+    timings: dict[str, float] = Field(default_factory=dict, description="e.g. forward_ms_b1 (medians, ms)")
     ref_error: float | None = Field(default=None, description="max relative error vs the torch reference")
     details: dict[str, Any] = Field(default_factory=dict, description="selected kernel class, versions, ...")
     log_excerpt: str | None = None

@@ -89,7 +89,9 @@ def test_fa3_and_fa2_from_the_issue():
     assert best(fa2, parse_target("sm_87")).verdict is Verdict.PTX_JIT  # iGPU: SASS refused, PTX JITs
 
 
-@pytest.mark.parametrize("text", ["sm_110a", "sm_110", "110", "11.0", "thor", "Jetson AGX Thor", "compute_110f"])
+@pytest.mark.parametrize(
+    "text", ["sm_110a", "sm_110", "110", "11.0", "thor", "Jetson AGX Thor", "compute_110f"]
+)
 def test_parse_target_forms(text):
     assert parse_target(text).sm == 110
 

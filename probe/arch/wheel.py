@@ -272,6 +272,14 @@ def _plausible_container(fr: ForwardReader, off: int) -> bool:
     )
 
 
+def _empty_container(fr: ForwardReader, off: int) -> bool:
+    try:
+        head = fr.read(off, 16)
+    except elf.ElfParseError:
+        return False
+    return struct.unpack_from("<Q", head, 8)[0] == 0
+
+
 def _stream_elf(open_member: Callable[[], IO[bytes]], size: int, rec: FileRecord, kernels: bool) -> None:
     """One streaming pass over a large deflated ELF member (see the module docstring)."""
     with open_member() as s:
@@ -287,12 +295,15 @@ def _stream_elf(open_member: Callable[[], IO[bytes]], size: int, rec: FileRecord
         fr.capture(hdr.e_shoff - SHSTRTAB_WINDOW, hdr.e_shoff + shnum * 64)
         chains: list[fatbin.WalkResult] = []
         starts: list[int] = []
+        empties: list[int] = []  # header-only containers (16 bytes, no entries) outside any chain
         pos = 64
         while True:
             off = fr.find(fatbin.CONTAINER_HEAD, pos)
             if off is None:
                 break
             if not _plausible_container(fr, off):
+                if _empty_container(fr, off):  # nvcc puts one before a PTX-only container
+                    empties.append(off)
                 pos = off + 8
                 continue
             res = fatbin.walk_region(fr, off, size, section="?", chain_only=True)  # type: ignore[arg-type]
@@ -314,13 +325,19 @@ def _stream_elf(open_member: Callable[[], IO[bytes]], size: int, rec: FileRecord
     for sec in sections:
         merged = fatbin.WalkResult()
         remap: dict[tuple[int, int], int] = {}
+        spans = [(c_off, (ci, j)) for ci, res in enumerate(chains) for j, (c_off, _) in enumerate(res.spans)]
+        spans += [(c_off, (-1, c_off)) for c_off in empties]
+        spans.sort()
+        for c_off, key in spans:
+            if sec.offset <= c_off < sec.offset + sec.size:
+                remap[key] = container + len(remap)
         for ci, res in enumerate(chains):
+            # number every container whose header lies in the section (empty ones too, as a walk
+            # of the section on disk does), then move its entries over
             for e in res.entries:
-                if not sec.offset <= e.offset < sec.offset + sec.size:
-                    continue
                 key = (ci, e.container)
-                if key not in remap:
-                    remap[key] = container + len(remap)
+                if key not in remap or not sec.offset <= e.offset < sec.offset + sec.size:
+                    continue
                 e.container = remap[key]
                 e.section = sec.name
                 merged.entries.append(e)

@@ -107,4 +107,5 @@ def parse_target(text: str) -> Gpu:
         if key in names:
             return gpu
     known = ", ".join(f"sm_{g.sm}" for g in cat.gpus)
-    raise UsageError(f"unknown GPU target {raw!r}", hint=f"use a compute capability such as sm_110a or 12.0; known: {known}")
+    raise UsageError(f"unknown GPU target {raw!r}",
+                     hint=f"use a compute capability such as sm_110a or 12.0; known: {known}")

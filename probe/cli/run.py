@@ -244,6 +244,13 @@ def execute(args: argparse.Namespace) -> int:
         f"{len(results)}/{len(specs)} cells recorded in {args.journal}: "
         + ", ".join(f"{k} {v}" for k, v in sorted(tally.items()))
     )
+    flagged = [r.id for r in results if r.details.get("probe_error")]
+    if flagged:
+        print(
+            f"{len(flagged)} cell(s) failed inside probe's own code (details.probe_error; most likely "
+            f"probe bugs, please report them): {', '.join(flagged[:10])}"
+            + (" ..." if len(flagged) > 10 else "")
+        )
     if args.output:
         _write_matrix(
             args,

@@ -92,6 +92,18 @@ def engine_kwargs(params: dict[str, Any]) -> dict[str, Any]:
     return kw
 
 
+def _language_model_only_kwargs() -> dict[str, Any]:
+    """LLM(...) kwargs that run a multimodal model text-only (``language_model_only`` where the
+    installed vLLM has it — 0.26 and 0.33 do — else every modality limited to 0 prompts)."""
+    import dataclasses
+
+    from vllm.engine.arg_utils import EngineArgs
+
+    if "language_model_only" in {f.name for f in dataclasses.fields(EngineArgs)}:
+        return {"language_model_only": True}
+    return {"limit_mm_per_prompt": {"image": 0, "video": 0}}
+
+
 def _write_config(cfg: dict[str, Any]) -> str:
     d = tempfile.mkdtemp(prefix="probe_model_")
     (Path(d) / "config.json").write_text(json.dumps(cfg))
@@ -256,6 +268,10 @@ def _build_llm(
             )
     model_dir = _write_config(config)
     kw = engine_kwargs(params)
+    if "vision_config" in config:
+        # a multimodal wrapper around the text model under test (Qwen3.5): skip the vision tower and
+        # the multimodal processor (it would need a tokenizer / image processor from the model dir)
+        kw.update(_language_model_only_kwargs())
     details["llm_kwargs"] = kw
     ctx.phase("engine_init")
     t0 = time.perf_counter()
@@ -417,7 +433,7 @@ def _run_mla_attention(params: dict[str, Any], ctx: ProbeContext, details: dict[
 
 def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
     """Engine cell: params model, moe_backend, attention_backend, fa_version, quant, layers, tokens."""
-    from probe.catalog.models import resolve_model, synthetic_hf_config
+    from probe.catalog.models import resolve_model, synthetic_hf_config, text_config_of
 
     prof = resolve_model(str(params["model"]))
     quant = params.get("quant") or prof.quant
@@ -432,7 +448,9 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
     llm, init_s = built
     details["engine"] = llm.apply_model(_inspect)[0]
     ctx.phase("generate")
-    out, problem, t = _generate_check(llm, int(cfg["vocab_size"]), int(params.get("tokens", 8)))
+    out, problem, t = _generate_check(
+        llm, int(text_config_of(cfg)["vocab_size"]), int(params.get("tokens", 8))
+    )
     details.update(out)
     _shutdown(llm)
     timings = {"init_s": init_s, **t}

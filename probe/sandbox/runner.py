@@ -413,6 +413,39 @@ def _as_float(value: Any) -> float | None:
         return None
 
 
+# Folders holding probe's own cell code: an exception raised there (innermost traceback frame) is
+# most likely a probe bug, not a backend failure. A module-level list so tests can add a folder.
+PROBE_CODE_DIRS: list[Path] = [
+    Path(__file__).resolve().parent,
+    Path(__file__).resolve().parent.parent / "probes",
+]
+
+
+def probe_code_location(error: dict[str, Any] | None, dirs: list[Path] | None = None) -> str | None:
+    """``file:line`` (relative to the probe package's parent) when ``error`` was raised in probe's own
+    code (``PROBE_CODE_DIRS``), else None. ImportErrors are never attributed to probe: a missing or
+    renamed backend module is what the ``import_error`` / ``api_mismatch`` outcomes report."""
+    if not isinstance(error, dict) or error.get("import_error"):
+        return None
+    frame = error.get("frame")
+    if not isinstance(frame, dict) or not frame.get("file"):
+        return None
+    try:
+        path = Path(str(frame["file"])).resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
+    for root in dirs if dirs is not None else PROBE_CODE_DIRS:
+        root = root.resolve()
+        if path == root or root in path.parents:
+            base = Path(__file__).resolve().parent.parent.parent  # the folder holding the package
+            try:
+                shown = path.relative_to(base).as_posix()
+            except ValueError:
+                shown = str(path)
+            return f"{shown}:{frame.get('line')}"
+    return None
+
+
 def build_result(spec: CellSpec, raw: _Raw, worker: str, excerpt_chars: int = 6000) -> CellResult:
     """Turn what the parent observed into a CellResult (the classifier decides the outcome)."""
     from probe.sandbox.classify import classify_text
@@ -483,6 +516,14 @@ def build_result(spec: CellSpec, raw: _Raw, worker: str, excerpt_chars: int = 60
     details.update(reported)  # anything else the probe returned
     if error:
         details["exception"] = error
+        where = probe_code_location(error)
+        if where:
+            details["probe_error"] = True
+            own = (
+                f"raised in probe's own code ({where}): most likely a probe bug, not a backend "
+                "failure — please report it"
+            )
+            hint = f"{own}; {hint}" if hint else own
     if raw.done is not None and raw.exit_code not in (None, 0) and worker == "isolated":
         details["exit_after_result"] = raw.exit_code
     if verdict.line_number is not None:

@@ -110,6 +110,22 @@ def _load(target: str) -> Any:
     return func
 
 
+def _innermost_frame(exc: BaseException) -> dict[str, Any]:
+    """Where the exception was raised (the traceback's innermost frame), for probe-bug attribution;
+    ``import_error`` is set for ImportError (a missing / renamed backend module is not a probe bug)."""
+    try:
+        frames = traceback.extract_tb(exc.__traceback__)
+    except Exception:  # a broken traceback must not lose the error report
+        return {}
+    if not frames:
+        return {}
+    last = frames[-1]
+    out: dict[str, Any] = {"frame": {"file": last.filename, "line": last.lineno, "function": last.name}}
+    if isinstance(exc, ImportError):
+        out["import_error"] = True
+    return out
+
+
 def _run_cell(channel: _Channel, msg: dict[str, Any], worker_kind: str) -> None:
     spec = msg["spec"]
     cell_id = spec["id"]
@@ -142,6 +158,7 @@ def _run_cell(channel: _Channel, msg: dict[str, Any], worker_kind: str) -> None:
                 "error": {
                     "type": f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins."),
                     "message": str(exc)[:2000],
+                    **_innermost_frame(exc),
                 },
             }
         )

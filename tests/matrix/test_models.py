@@ -239,9 +239,10 @@ def test_hf_cache_lookup(tmp_path, monkeypatch):
 
 def test_synthetic_config_keeps_every_layer_kind():
     cfg = synthetic_hf_config(resolve_model("122b"), num_layers=2, quant="nvfp4")
-    assert cfg["num_hidden_layers"] == 2 and cfg["architectures"] == ["Qwen3_5MoeForCausalLM"]
-    assert "full_attention" in cfg["layer_types"] and "linear_attention" in cfg["layer_types"]
-    assert (cfg["num_experts"], cfg["moe_intermediate_size"], cfg["hidden_size"]) == (256, 1024, 3072)
+    text = cfg["text_config"]  # Qwen3.5: the multimodal wrapper vLLM 0.26 requires
+    assert text["num_hidden_layers"] == 2 and cfg["architectures"] == ["Qwen3_5MoeForConditionalGeneration"]
+    assert "full_attention" in text["layer_types"] and "linear_attention" in text["layer_types"]
+    assert (text["num_experts"], text["moe_intermediate_size"], text["hidden_size"]) == (256, 1024, 3072)
     assert cfg["quantization_config"]["quant_algo"] == "NVFP4"
     nano = synthetic_hf_config(resolve_model("nano"), num_layers=4)
     assert (

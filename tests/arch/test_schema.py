@@ -1,0 +1,151 @@
+"""The lean hot path (dataclass records, lean GPU catalog, forked workers, fast inflaters) against
+the validated definitions: pydantic models of the JSON contract, the validated GPU catalog, the
+sequential scan, plain zlib."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from dataclasses import fields
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from probe.arch import gpus_lean, model, schema, wheel
+from probe.arch import scan as scan_mod
+from probe.arch.scan import scan_file, scan_paths
+from probe.arch.verdicts import file_codes
+from probe.catalog import gpus as validated
+from probe.errors import UsageError
+
+REPO = Path(__file__).resolve().parents[2]
+CLASSES = ("Entry", "KernelInfo", "FileRecord", "Target", "TargetVerdict", "FileVerdict", "Summary",
+           "VerifyReport", "ScanReport")
+
+
+@pytest.mark.parametrize("name", CLASSES)
+def test_dataclasses_and_pydantic_models_define_the_same_fields(name):
+    lean = {f.name for f in fields(getattr(model, name))}
+    strict = set(getattr(schema, name).model_fields)
+    assert lean == strict, name
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "probe", "scan", *args], capture_output=True, text=True,
+                          cwd=REPO, timeout=300)
+
+
+def test_real_json_output_validates_against_the_contract(tmp_path, cuda_fixtures):
+    """Real scans (files, a deflated wheel, --kernels) written by the lean path: the pydantic models
+    and the JSON Schema of ``probe scan --schema`` accept them; key order is the contract's."""
+    whl = tmp_path / "fx-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w", zipfile.ZIP_DEFLATED) as z:
+        for m in ("multi.so", "rdc.so", "sm_100f.cubin"):
+            z.write(cuda_fixtures.path(m), f"fx/{m}")
+        z.writestr("fx-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+    sch = _cli("--schema")
+    assert sch.returncode == 0, sch.stderr
+    json_schema = json.loads(sch.stdout)
+    for extra in ([], ["--kernels"]):
+        out = _cli(str(cuda_fixtures.dir), str(whl), "--json", "--all-targets", "--no-cache", *extra)
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        report = schema.validate_report(out.stdout)
+        jsonschema.validate(data, json_schema)
+        assert list(data) == list(schema.ScanReport.model_fields)
+        assert list(data["files"][0]) == list(schema.FileRecord.model_fields)
+        assert list(data["files"][0]["entries"][0]) == list(schema.Entry.model_fields)
+        assert list(data["verdicts"][0]["targets"]["sm_90"]) == list(schema.TargetVerdict.model_fields)
+        assert any(f["path"].endswith("!fx/multi.so") for f in data["files"])
+        with_code = [f for f in model.ScanReport.model_validate(data).files if file_codes(f)]
+        assert len([v for v in report.verdicts if v.kernel is None]) == len(with_code) > 0
+        # the lean classes read their own output back unchanged
+        assert model.ScanReport.model_validate(data).to_dict() == data
+        if extra:
+            assert any(f["kernels"] for f in data["files"])
+
+
+def test_lean_catalog_matches_the_validated_catalog():
+    lean, cat = gpus_lean.lean_catalog(), validated.catalog()
+    assert lean.families == cat.families
+    assert lean.ptx_isa_min_driver == cat.ptx_isa_min_driver
+    assert len(lean.gpus) == len(cat.gpus)
+    for a, b in zip(lean.gpus, cat.gpus, strict=True):
+        for f in ("sm", "integrated", "unified_memory", "memory_gib", "igpu_exact_sass_only", "note",
+                  "major", "minor", "cc", "label"):
+            assert getattr(a, f) == getattr(b, f), (b.sm, f)
+        assert list(a.names) == b.names and list(a.aliases) == b.aliases and list(a.legacy_sm) == b.legacy_sm
+    for sm in (100, 103, 110, 120, 121, 125, 90):
+        assert lean.family_members(sm) == cat.family_members(sm)
+
+
+@pytest.mark.parametrize("text", ["sm_110a", "110", "11.0", "thor", "H100", "sm_130", "compute_90a",
+                                  " sm_87 ", "RTX 5090", "not-a-gpu", "sm_5", "12.10", ""])
+def test_lean_parse_target_matches_the_validated_one(text):
+    try:
+        want = validated.parse_target(text)
+    except UsageError as exc:
+        with pytest.raises(UsageError) as got:
+            gpus_lean.parse_target(text)
+        assert str(got.value) == str(exc)
+        return
+    got = gpus_lean.parse_target(text)
+    assert (got.sm, list(got.names), got.note) == (want.sm, want.names, want.note)
+
+
+def test_forked_workers_give_the_sequential_records(cuda_fixtures, monkeypatch):
+    monkeypatch.setattr(scan_mod, "PROC_MIN_FILES", 2)
+    roots = [str(cuda_fixtures.dir)]
+    cands = list(scan_mod.iter_candidates(roots))
+    forked = scan_mod._scan_small_in_processes(cands, False)
+    if not forked:
+        pytest.skip("one CPU or no fork here: the process pool is not used")
+    assert set(forked) == {i for i, c in enumerate(cands) if c.size < scan_mod.CACHE_MIN_SIZE}
+    assert scan_paths(roots, use_cache=False) == scan_paths(roots, use_cache=False, jobs=1)
+
+
+def _available_inflaters() -> list[str]:
+    out = []
+    for name in wheel.INFLATERS:
+        try:
+            if name == "zlib-ng":
+                import zlib_ng  # noqa: F401
+            elif name == "isal":
+                import isal  # noqa: F401
+        except ImportError:
+            continue
+        out.append(name)
+    return out
+
+
+@pytest.mark.parametrize("name", wheel.INFLATERS)
+def test_every_inflater_streams_members_like_the_files_on_disk(name, tmp_path, cuda_fixtures, monkeypatch):
+    if name not in _available_inflaters():
+        pytest.skip(f"{name} is not installed (pip install probe[fast])")
+    monkeypatch.setenv("PROBE_INFLATE", name)
+    wheel.inflater.cache_clear()
+    try:
+        assert wheel.inflater()[0] == name
+        # force the streaming reader with tiny pieces: many calls, unconsumed tails, capped output
+        monkeypatch.setattr(wheel, "SMALL_MEMBER", 1000)
+        monkeypatch.setattr(wheel, "IN_CHUNK", 1024)
+        monkeypatch.setattr(wheel, "OUT_MAX", 4096)
+        whl = tmp_path / "fx-1.0-py3-none-any.whl"
+        members = ("multi.so", "rdc.so", "ptxonly.so", "none.so", "sm_90a.cubin")
+        with zipfile.ZipFile(whl, "w", zipfile.ZIP_DEFLATED) as z:
+            for m in members:
+                z.write(cuda_fixtures.path(m), f"fx/{m}")
+            z.writestr("fx-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+        recs = scan_paths([whl], use_cache=False)
+        assert [r.path.rsplit("!", 1)[1] for r in recs] == [f"fx/{m}" for m in members]
+        for r, m in zip(recs, members, strict=True):
+            disk = scan_file(str(cuda_fixtures.path(m)))
+            assert (r.error, r.kind, r.containers, r.relocatable_containers) == (
+                disk.error, disk.kind, disk.containers, disk.relocatable_containers), m
+            assert [(e.arch, e.section, e.container, e.size) for e in r.entries] == [
+                (e.arch, e.section, e.container, e.size) for e in disk.entries], m
+    finally:
+        wheel.inflater.cache_clear()
