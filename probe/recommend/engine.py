@@ -131,12 +131,15 @@ def _check_cells(cells: Any, path: Path) -> list[dict[str, Any]]:
     return cells
 
 
-def _matrix_cells(doc: dict[str, Any], path: Path) -> list[dict[str, Any]]:
+def _matrix_cells(doc: dict[str, Any], path: Path, only_sm: int | None = None) -> list[dict[str, Any]]:
     prov = doc.get("provenance") or {}
     if not isinstance(prov, dict):
         raise BadInputError(f"{path}: 'provenance' must be an object")
     gpu = prov.get("gpu") or {}
     sm = gpu.get("sm") if isinstance(gpu, dict) else None
+    if only_sm is not None and sm is not None and sm != only_sm and not doc.get("static"):
+        # measured on another GPU and no static section: nothing here concerns the asked GPU
+        return []
     vllm = (prov.get("versions") or {}).get("vllm")
     static = doc.get("static") or {}
     static_vllm = (static.get("packages") or {}).get("vllm") if isinstance(static, dict) else None
@@ -163,8 +166,13 @@ def _matrix_cells(doc: dict[str, Any], path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def load_cells(paths: Iterable[Path]) -> tuple[list[dict[str, Any]], list[str]]:
-    """All cells of all matrix / fleet files under ``paths`` plus the packaged field reports."""
+def load_cells(
+    paths: Iterable[Path], only_sm: int | None = None
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """All cells of all matrix / fleet files under ``paths`` plus the packaged field reports.
+
+    With ``only_sm``, matrices measured on another GPU (and holding no static section) are skipped.
+    """
     cells: list[dict[str, Any]] = []
     used: list[str] = []
     for f in _json_files(paths):
@@ -195,7 +203,7 @@ def load_cells(paths: Iterable[Path]) -> tuple[list[dict[str, Any]], list[str]]:
         if kind not in ("matrix", "fleet") or not isinstance(members, list):
             raise BadInputError(f"{f}: unknown document kind {kind!r}")
         for m in members:
-            cells.extend(_matrix_cells(m, f))
+            cells.extend(_matrix_cells(m, f, only_sm))
         used.append(str(f))
     cells.extend(reported_cells())
     return cells, used
@@ -501,7 +509,8 @@ def recommend(
         )
     prof = Profile.from_text(model, quant)
     paths = matrices if matrices is not None else default_matrix_paths()
-    cells, used = loaded if loaded is not None else load_cells(paths)
+    asked_sm = parse_gpu(gpu)[0] if gpu else None
+    cells, used = loaded if loaded is not None else load_cells(paths, asked_sm)
     measured_gpus = sorted({c["gpu_sm"] for c in cells if c["evidence"] == "measured" and c.get("gpu_sm")})
     if gpu:
         sm, gpu_name = parse_gpu(gpu)
