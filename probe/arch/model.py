@@ -15,6 +15,7 @@ against the former pydantic classes keep working.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -245,12 +246,19 @@ class ScanReport(_Record):
 
     def to_dict(self) -> dict[str, Any]:  # JSON key order of schema_version 1
         # Verdict rows of many files share their per-target dicts: convert each shared dict once.
+        # Per-kernel rows have their own dicts but share the (memoised) TargetVerdict objects.
         shared: dict[int, dict[str, Any]] = {}
+        tvs: dict[int, dict[str, Any]] = {}
         verdicts = []
         for v in self.verdicts:
             t = shared.get(id(v.targets))
             if t is None:
-                t = shared[id(v.targets)] = {k: tv.to_dict() for k, tv in v.targets.items()}
+                t = shared[id(v.targets)] = {}
+                for k, tv in v.targets.items():
+                    d = tvs.get(id(tv))
+                    if d is None:
+                        d = tvs[id(tv)] = tv.to_dict()
+                    t[k] = d
             verdicts.append({"path": v.path, "kernel": v.kernel, "targets": t})
         return {
             "schema_version": self.schema_version,
@@ -276,6 +284,28 @@ def _default(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
+def iter_json_lines(record: _Record | dict[str, Any]) -> Iterator[str]:
+    """The ``lines`` layout of :func:`dumps` in pieces (write them one by one: no second copy of a
+    100 MB report in memory)."""
+    data = record.to_dict() if isinstance(record, _Record) else record
+    enc = json.JSONEncoder(default=_default, ensure_ascii=False, separators=(", ", ": ")).encode
+    yield "{"
+    sep = "\n"
+    for k, v in data.items():
+        if isinstance(v, list) and v:
+            yield f"{sep} {enc(k)}: ["
+            items = _verdict_lines(v, enc) if k == "verdicts" else map(enc, v)
+            first = True
+            for item in items:
+                yield ("\n  " if first else ",\n  ") + item
+                first = False
+            yield "\n ]"
+        else:
+            yield f"{sep} {enc(k)}: {enc(v)}"
+        sep = ",\n"
+    yield "\n}"
+
+
 def dumps(record: _Record | dict[str, Any], *, indent: int | None = None, lines: bool = False) -> str:
     """JSON text of a record.
 
@@ -283,36 +313,28 @@ def dumps(record: _Record | dict[str, Any], *, indent: int | None = None, lines:
     by json's C encoder (readable and as fast as compact output; ``indent`` forces json's
     pure-Python encoder, ~10x slower on a 3,000-entry report).
     """
+    if lines:
+        return "".join(iter_json_lines(record))
     data = record.to_dict() if isinstance(record, _Record) else record
-    if lines and isinstance(data, dict):
-        enc = json.JSONEncoder(default=_default, ensure_ascii=False, separators=(", ", ": ")).encode
-        parts = []
-        for k, v in data.items():
-            if k == "verdicts" and isinstance(v, list) and v:
-                items = ",\n  ".join(_verdict_lines(v, enc))
-                parts.append(f" {enc(k)}: [\n  {items}\n ]")
-            elif isinstance(v, list) and v:
-                items = ",\n  ".join(map(enc, v))
-                parts.append(f" {enc(k)}: [\n  {items}\n ]")
-            else:
-                parts.append(f" {enc(k)}: {enc(v)}")
-        return "{\n" + ",\n".join(parts) + "\n}"
     if indent is None:
         return json.dumps(data, default=_default, ensure_ascii=False, separators=(",", ":"))
     return json.dumps(data, default=_default, ensure_ascii=False, indent=indent)
 
 
-def _verdict_lines(rows: list[Any], enc: Any) -> list[str]:
-    """Verdict rows, encoding each shared per-target dict once (thousands of cubins share a few)."""
-    memo: dict[int, str] = {}
-    out = []
+def _verdict_lines(rows: list[Any], enc: Any) -> Iterator[str]:
+    """Verdict rows, encoding each shared per-target dict once (thousands of cubins share a few;
+    per-kernel rows share the per-target verdicts)."""
+    memo: dict[object, str] = {}
     for row in rows:
         if not isinstance(row, dict) or set(row) != {"path", "kernel", "targets"}:
-            out.append(enc(row))
+            yield enc(row)
             continue
         t = row["targets"]
         s = memo.get(id(t))
         if s is None:
-            s = memo[id(t)] = enc(t)
-        out.append(f'{{"path": {enc(row["path"])}, "kernel": {enc(row["kernel"])}, "targets": {s}}}')
-    return out
+            key = tuple((k, id(v)) for k, v in t.items())
+            s = memo.get(key)
+            if s is None:
+                s = memo[key] = enc(t)
+            memo[id(t)] = s
+        yield f'{{"path": {enc(row["path"])}, "kernel": {enc(row["kernel"])}, "targets": {s}}}'

@@ -23,20 +23,16 @@ import os
 import re
 import site
 import stat
-import subprocess
 import sys
 import sysconfig
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from probe import __version__
 from probe.arch import elf, fatbin
-from probe.arch.demangle import demangle
 from probe.arch.model import Entry, FileRecord, KernelInfo, ScanReport, Summary, Target
 from probe.errors import UsageError
 
@@ -217,6 +213,8 @@ def entry_from_raw(raw: fatbin.RawEntry, reader: elf.Reader | None) -> Entry:
 
 def kernel_index(entries: Iterable[Entry]) -> list[KernelInfo]:
     """Mangled kernel -> the loadable codes holding it (relocatable copies are left out)."""
+    from probe.arch.demangle import demangle  # ctypes: only with --kernels
+
     codes: dict[str, set[str]] = {}
     for e in entries:
         if e.kernels is None:
@@ -325,6 +323,8 @@ def default_roots(python: str | None = None, *, timeout: float = 60.0) -> list[s
         except AttributeError:
             pass
     else:
+        import subprocess
+
         try:
             out = subprocess.run(
                 [python, "-c", _python_site_dirs_code()],
@@ -565,16 +565,13 @@ def scan_paths(
 
         cache = ScanCache.open_default()
     candidates = list(iter_candidates([os.fspath(p) for p in paths], labels=labels))
-    # Thousands of small files (cubin trees): header parsing is GIL-bound, so worker processes.
-    forked = _scan_small_in_processes(candidates, kernels) if jobs is None and not kernels else {}
-    rest = [c for i, c in enumerate(candidates) if i not in forked] if forked else candidates
     if jobs is None:
         # Header reads are GIL-bound: threads only pay off where the work releases the GIL
         # (zlib for wheels, zstd/lz4 for --kernels).
         heavy = kernels or any(c.path.endswith(".whl") for c in candidates)
         jobs = min(4, os.cpu_count() or 1) if heavy else 1
-    size = 256 if len(rest) > 1024 else 1 if jobs > 1 else 256
-    batches = [rest[i : i + size] for i in range(0, len(rest), size)]
+    size = 256 if len(candidates) > 1024 else 1 if jobs > 1 else 256
+    batches = [candidates[i : i + size] for i in range(0, len(candidates), size)]
 
     def run(batch: list[Candidate]) -> list[list[FileRecord]]:
         return [_scan_candidate(c, kernels, cache) for c in batch]
@@ -585,70 +582,15 @@ def scan_paths(
             for b in batches:
                 per_candidate.extend(run(b))
         else:
+            from concurrent.futures import ThreadPoolExecutor
+
             with ThreadPoolExecutor(max_workers=jobs) as pool:
                 for part in pool.map(run, batches):
                     per_candidate.extend(part)
     finally:
         if cache is not None:
             cache.close()
-    if forked:  # back into walk order
-        it = iter(per_candidate)
-        per_candidate = [forked[i] if i in forked else next(it) for i in range(len(candidates))]
     return [r for recs in per_candidate for r in recs]
-
-
-#: below this many small files a process pool does not pay for its start-up
-PROC_MIN_FILES = 2000
-PROC_MAX_WORKERS = 4
-
-
-_FILE_FIELDS = ("path", "error", "size", "kind", "package", "containers", "relocatable_containers")
-
-
-def _scan_small_batch(batch: list[Candidate]) -> list[tuple[object, ...]]:
-    """Worker side: records as plain tuples (pickling tuples is ~10x cheaper than dataclasses)."""
-    out: list[tuple[object, ...]] = []
-    for c in batch:
-        rec = _scan_candidate(c, False, None)[0]
-        entries = tuple(tuple(getattr(e, f) for f in Entry._field_names) for e in rec.entries)
-        out.append((*(getattr(rec, f) for f in _FILE_FIELDS), entries))
-    return out
-
-
-def _record_from_tuple(t: tuple[object, ...]) -> FileRecord:
-    rec = FileRecord(*t[:-1])  # type: ignore[arg-type]
-    rec.entries = [Entry(*e) for e in t[-1]]  # type: ignore[attr-defined, misc]
-    return rec
-
-
-def _scan_small_in_processes(candidates: list[Candidate], kernels: bool) -> dict[int, list[FileRecord]]:
-    """Scan the small plain files (not wheels, under CACHE_MIN_SIZE: never cached) in forked
-    worker processes when there are thousands of them; ``{candidate index: [record]}``."""
-    small = [i for i, c in enumerate(candidates)
-             if not c.error and not c.path.endswith(".whl") and 0 <= c.size < CACHE_MIN_SIZE]
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    if kernels or len(small) < PROC_MIN_FILES or cpus < 2 or threading.active_count() > 1:
-        return {}  # (fork with other threads running could copy a held lock: never do that)
-    import multiprocessing
-
-    try:
-        ctx = multiprocessing.get_context("fork")
-    except ValueError:  # no fork (Windows): stay sequential
-        return {}
-    workers = min(cpus, PROC_MAX_WORKERS)
-    n = max(256, len(small) // (workers * 4) + 1)
-    chunks = [small[i : i + n] for i in range(0, len(small), n)]
-    out: dict[int, list[FileRecord]] = {}
-    try:
-        with ctx.Pool(workers) as pool:
-            parts = pool.map(_scan_small_batch, [[candidates[i] for i in ch] for ch in chunks])
-    except (OSError, multiprocessing.ProcessError) as exc:
-        log.debug("process pool unavailable (%s): scanning sequentially", exc)
-        return {}
-    for ch, recs in zip(chunks, parts, strict=True):
-        for i, r in zip(ch, recs, strict=True):
-            out[i] = [_record_from_tuple(r)]
-    return out
 
 
 # ----------------------------------------------------------------------------------------------

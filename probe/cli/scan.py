@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -107,9 +108,11 @@ def execute(args: argparse.Namespace) -> int:
     import gc
     import time
 
-    # A scan allocates ~10 objects per entry and frees none until the end: the cyclic collector's
-    # passes over them cost 10-20 % of a 16k-file scan and find nothing (records hold no cycles).
-    gc.disable()
+    # A header scan allocates ~10 objects per entry and frees none until the end: the cyclic
+    # collector's passes over them cost 10-20 % of a 16k-file scan and find nothing. (--kernels
+    # allocates and drops far more: leave the collector on there.)
+    if not args.kernels:
+        gc.disable()
 
     from probe.errors import EXIT_OK, EXIT_PARTIAL, UsageError
 
@@ -157,27 +160,36 @@ def execute(args: argparse.Namespace) -> int:
         report.verify = verify_files(report.files)
 
     backend_rows = _backend_view(report, gpus) if args.backends else None
-    text = render(
-        report, args.format, gpus, kernels=args.kernels, all_files=args.all_files, backend_rows=backend_rows
-    )
-    _write(args.output, text)
+    if args.format == "json":  # written piece by piece: a --kernels report can be 100+ MB
+        from probe.arch.model import iter_json_lines
+
+        if backend_rows is not None:
+            report.backends = backend_rows
+        _write(args.output, iter_json_lines(report), "\n")
+    else:
+        text = render(report, args.format, gpus, kernels=args.kernels, all_files=args.all_files,
+                      backend_rows=backend_rows)
+        _write(args.output, text)
     partial = report.summary.errors > 0 or bool(
         report.verify and (report.verify.disagreements or report.verify.errors)
     )
     return EXIT_PARTIAL if partial else EXIT_OK
 
 
-def _write(output: str | None, text: str) -> None:
+def _write(output: str | None, text: str | Iterable[str], end: str = "") -> None:
     from probe.errors import UsageError
 
+    parts = [text] if isinstance(text, str) else text
     if output:
         try:
             with open(output, "w", encoding="utf-8") as f:
-                f.write(text)
+                f.writelines(parts)
+                f.write(end)
         except OSError as exc:
             raise UsageError(f"cannot write {output}: {exc.strerror}") from None
     else:
-        sys.stdout.write(text)
+        sys.stdout.writelines(parts)
+        sys.stdout.write(end)
 
 
 def _backend_view(report: ScanReport, gpus: list[Gpu]) -> Any:

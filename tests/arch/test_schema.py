@@ -1,6 +1,5 @@
-"""The lean hot path (dataclass records, lean GPU catalog, forked workers, fast inflaters) against
-the validated definitions: pydantic models of the JSON contract, the validated GPU catalog, the
-sequential scan, plain zlib."""
+"""The lean hot path (dataclass records, lean GPU catalog, fast inflaters) against the validated
+definitions: pydantic models of the JSON contract, the validated GPU catalog, plain zlib."""
 
 from __future__ import annotations
 
@@ -15,7 +14,6 @@ import jsonschema
 import pytest
 
 from probe.arch import gpus_lean, model, schema, wheel
-from probe.arch import scan as scan_mod
 from probe.arch.scan import scan_file, scan_paths
 from probe.arch.verdicts import file_codes
 from probe.catalog import gpus as validated
@@ -94,17 +92,6 @@ def test_lean_parse_target_matches_the_validated_one(text):
         return
     got = gpus_lean.parse_target(text)
     assert (got.sm, list(got.names), got.note) == (want.sm, want.names, want.note)
-
-
-def test_forked_workers_give_the_sequential_records(cuda_fixtures, monkeypatch):
-    monkeypatch.setattr(scan_mod, "PROC_MIN_FILES", 2)
-    roots = [str(cuda_fixtures.dir)]
-    cands = list(scan_mod.iter_candidates(roots))
-    forked = scan_mod._scan_small_in_processes(cands, False)
-    if not forked:
-        pytest.skip("one CPU or no fork here: the process pool is not used")
-    assert set(forked) == {i for i, c in enumerate(cands) if c.size < scan_mod.CACHE_MIN_SIZE}
-    assert scan_paths(roots, use_cache=False) == scan_paths(roots, use_cache=False, jobs=1)
 
 
 def _available_inflaters() -> list[str]:
