@@ -119,3 +119,34 @@ def test_ptx_isa_driver_table():
     assert min_driver_for_ptx("9.7") == "13.7"
     assert min_driver_for_ptx(None) is None
     assert min_driver_for_ptx("junk") is None
+
+
+def _raw_catalog():
+    import json
+    from pathlib import Path
+
+    import probe
+
+    return json.loads((Path(probe.__file__).parent / "data" / "gpus.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "breakage",
+    [
+        lambda d: d["gpus"].append(dict(d["gpus"][0])),            # duplicate sm
+        lambda d: d["gpus"][0].update(sm="75"),                      # wrong type
+        lambda d: d["gpus"][0].update(names=[]),                     # no name
+        lambda d: d["gpus"][0].update(colour="green"),               # unknown field
+        lambda d: d["families"].update({"100": [103, 107]}),         # family without itself
+        lambda d: d["families"].update({"120": [120, 130]}),         # family across majors
+        lambda d: d.update(schema_version=2),
+    ],
+)
+def test_catalog_validation_rejects_malformed_data(breakage):
+    from probe.catalog.gpus import validate
+
+    data = _raw_catalog()
+    validate(data)  # the shipped file is valid
+    breakage(data)
+    with pytest.raises(ValueError):
+        validate(data)

@@ -16,15 +16,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
-# The pydantic-free view of probe/data/gpus.json (same data as probe.catalog.gpus.catalog()):
-# importing the validated catalog costs more than a whole header scan of libtorch_cuda.so.
-from probe.arch.gpus_lean import lean_catalog as catalog
-
-if TYPE_CHECKING:
-    from probe.arch.gpus_lean import LeanGpu
-    from probe.catalog.gpus import Gpu
+from probe.catalog.gpus import Gpu, catalog
 
 
 class Verdict(str, Enum):
@@ -90,7 +84,7 @@ def _family(sm: int) -> list[int]:
     return catalog().family_members(sm)
 
 
-def decide(code: Code, gpu: Gpu | LeanGpu) -> Decision:
+def decide(code: Code, gpu: Gpu) -> Decision:
     """Verdict for one compiled target on one device."""
     dev = gpu.sm
     if code.kind == "sass":
@@ -137,7 +131,7 @@ def decide(code: Code, gpu: Gpu | LeanGpu) -> Decision:
     return Decision(Verdict.NONE, code, f"{code.label} PTX needs sm_{code.sm} or newer")
 
 
-def best(codes: Iterable[Code], gpu: Gpu | LeanGpu) -> Decision:
+def best(codes: Iterable[Code], gpu: Gpu) -> Decision:
     """The verdict the driver would reach for a set of targets (one module / kernel / file).
 
     SASS beats PTX; among SASS the exact match beats a compatible one; among PTX the newest

@@ -37,7 +37,6 @@ from probe.arch.model import Entry, FileRecord, KernelInfo, ScanReport, Summary,
 from probe.errors import UsageError
 
 if TYPE_CHECKING:
-    from probe.arch.gpus_lean import LeanGpu
     from probe.catalog.gpus import Gpu
 
 log = logging.getLogger(__name__)
@@ -615,13 +614,13 @@ def summarize(files: Sequence[FileRecord], seconds: float | None = None) -> Summ
     return s
 
 
-def target_of(gpu: Gpu | LeanGpu, source: str) -> Target:
+def target_of(gpu: Gpu, source: str) -> Target:
     return Target(target=gpu.label, cc=gpu.cc, name=gpu.names[0], source=source)
 
 
 def build_report(
     files: Sequence[FileRecord],
-    gpus: Sequence[Gpu | LeanGpu],
+    gpus: Sequence[Gpu],
     *,
     source: str = "argument",
     per_kernel: bool = False,

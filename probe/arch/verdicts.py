@@ -17,10 +17,9 @@ from probe.arch.compat import Code, Decision, best
 from probe.arch.model import Entry, FileRecord, FileVerdict, TargetVerdict
 
 if TYPE_CHECKING:
-    from probe.arch.gpus_lean import LeanGpu
     from probe.catalog.gpus import Gpu
 
-    AnyGpu = Gpu | LeanGpu
+    AnyGpu = Gpu
 
 
 def entry_code(entry: Entry) -> Code | None:

@@ -1,27 +1,35 @@
-"""The GPU catalog (``probe/data/gpus.json``): compute capabilities, names, families, iGPU rules."""
+"""The GPU catalog (``probe/data/gpus.json``): compute capabilities, names, families, iGPU rules.
+
+Read with :mod:`json` and validated by hand rather than with pydantic: ``probe scan`` consults the
+catalog on its start-up path, and building pydantic models there costs more than a header scan of
+libtorch_cuda.so. A malformed file raises :class:`DataFileError` (a bug in probe).
+"""
 
 from __future__ import annotations
 
 import functools
+import json
 import re
+from dataclasses import dataclass, field
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from probe.errors import DataFileError, UsageError
 
-from probe.catalog._load import load_data_file
-from probe.errors import UsageError
+_GPU_FIELDS = {"sm", "names", "aliases", "integrated", "unified_memory", "memory_gib",
+               "igpu_exact_sass_only", "legacy_sm", "note"}
+_TOP_FIELDS = {"schema_version", "sources", "families", "gpus", "ptx_isa_min_driver"}
 
 
-class Gpu(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    sm: int = Field(ge=10, le=999, description="compute capability as major*10+minor, e.g. 110 for 11.0")
-    names: list[str] = Field(min_length=1)
-    aliases: list[str] = []
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    sm: int  # compute capability as major*10+minor, e.g. 110 for 11.0
+    names: tuple[str, ...]
+    aliases: tuple[str, ...] = ()
     integrated: bool = False
     unified_memory: bool = False
     memory_gib: float | None = None
-    igpu_exact_sass_only: bool = False
-    legacy_sm: list[int] = []
+    igpu_exact_sass_only: bool = False  # Jetson iGPUs: dGPU SASS of the same major does not load
+    legacy_sm: tuple[int, ...] = ()  # earlier names of this CC (Thor: 101 before CUDA 13)
     note: str | None = None
 
     @property
@@ -41,28 +49,13 @@ class Gpu(BaseModel):
         return f"sm_{self.sm}"
 
 
-class GpuCatalog(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
+@dataclass(frozen=True, slots=True)
+class GpuCatalog:
     schema_version: int
     sources: dict[str, str]
     families: dict[int, list[int]]
-    gpus: list[Gpu]
-    ptx_isa_min_driver: dict[str, str]
-
-    @model_validator(mode="after")
-    def _check(self) -> GpuCatalog:
-        seen: set[int] = set()
-        for gpu in self.gpus:
-            if gpu.sm in seen:
-                raise ValueError(f"duplicate GPU entry sm_{gpu.sm}")
-            seen.add(gpu.sm)
-        for fam, members in self.families.items():
-            if fam not in members:
-                raise ValueError(f"family {fam}f must contain its own arch")
-            if any(m // 10 != fam // 10 for m in members):
-                raise ValueError(f"family {fam}f spans several majors: {members}")
-        return self
+    gpus: tuple[Gpu, ...]
+    ptx_isa_min_driver: dict[str, str] = field(default_factory=dict)
 
     def by_sm(self, sm: int) -> Gpu | None:
         return next((g for g in self.gpus if g.sm == sm), None)
@@ -74,9 +67,73 @@ class GpuCatalog(BaseModel):
         return [g.sm for g in self.gpus if g.major == sm // 10 and g.sm >= sm] or [sm]
 
 
+def _check(cond: bool, what: str) -> None:
+    if not cond:
+        raise ValueError(what)
+
+
+def _strs(value: Any, what: str) -> tuple[str, ...]:
+    _check(isinstance(value, list) and all(isinstance(x, str) and x for x in value), f"{what}: list of names")
+    return tuple(value)
+
+
+def _ints(value: Any, what: str) -> tuple[int, ...]:
+    _check(isinstance(value, list) and all(type(x) is int for x in value), f"{what}: list of integers")
+    return tuple(value)
+
+
+def _gpu(raw: Any) -> Gpu:
+    _check(isinstance(raw, dict), "each GPU is an object")
+    _check(not (set(raw) - _GPU_FIELDS), f"unknown GPU fields {sorted(set(raw) - _GPU_FIELDS)}")
+    sm = raw.get("sm")
+    _check(type(sm) is int and 10 <= sm <= 999, f"sm {sm!r} is not a compute capability")
+    names = _strs(raw.get("names"), f"sm_{sm} names")
+    _check(bool(names), f"sm_{sm}: at least one name")
+    flags = {k: raw.get(k, False) for k in ("integrated", "unified_memory", "igpu_exact_sass_only")}
+    _check(all(isinstance(v, bool) for v in flags.values()), f"sm_{sm}: flags are booleans")
+    mem, note = raw.get("memory_gib"), raw.get("note")
+    _check(mem is None or (isinstance(mem, (int, float)) and mem > 0), f"sm_{sm}: memory_gib")
+    _check(note is None or isinstance(note, str), f"sm_{sm}: note is text")
+    return Gpu(sm=sm, names=names, aliases=_strs(raw.get("aliases", []), f"sm_{sm} aliases"),
+               memory_gib=mem, legacy_sm=_ints(raw.get("legacy_sm", []), f"sm_{sm} legacy_sm"),
+               note=note, **flags)
+
+
+def validate(raw: Any) -> GpuCatalog:
+    """Build the catalog from the parsed JSON, raising ValueError on anything malformed."""
+    _check(isinstance(raw, dict), "top level is an object")
+    _check(not (set(raw) - _TOP_FIELDS), f"unknown fields {sorted(set(raw) - _TOP_FIELDS)}")
+    _check(raw.get("schema_version") == 1, "schema_version must be 1")
+    gpus = tuple(_gpu(g) for g in raw.get("gpus") or [])
+    _check(bool(gpus), "no GPUs")
+    _check(len({g.sm for g in gpus}) == len(gpus), "duplicate GPU entry")
+    fams_raw = raw.get("families")
+    _check(isinstance(fams_raw, dict), "families is an object")
+    families: dict[int, list[int]] = {}
+    for key, members in fams_raw.items():
+        _check(str(key).isdigit(), f"family key {key!r}")
+        fam = int(key)
+        members = list(_ints(members, f"family {fam}f"))
+        _check(fam in members, f"family {fam}f must contain its own arch")
+        _check(all(m // 10 == fam // 10 for m in members), f"family {fam}f spans several majors")
+        families[fam] = members
+    ptx = raw.get("ptx_isa_min_driver") or {}
+    _check(isinstance(ptx, dict) and all(isinstance(v, str) for v in ptx.values()), "ptx_isa_min_driver")
+    sources = raw.get("sources") or {}
+    _check(isinstance(sources, dict), "sources is an object")
+    return GpuCatalog(schema_version=1, sources=dict(sources), families=families, gpus=gpus,
+                      ptx_isa_min_driver=dict(ptx))
+
+
 @functools.cache
 def catalog() -> GpuCatalog:
-    return load_data_file("gpus.json", GpuCatalog)
+    from importlib import resources
+
+    try:
+        text = resources.files("probe.data").joinpath("gpus.json").read_text(encoding="utf-8")
+        return validate(json.loads(text))
+    except (OSError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        raise DataFileError(f"packaged data file probe/data/gpus.json is invalid: {exc}") from exc
 
 
 _TARGET_RE = re.compile(r"^(?:sm_?|compute_?)?(\d{2,3})([af]?)$")
@@ -101,7 +158,7 @@ def parse_target(text: str) -> Gpu:
     if sm is not None:
         if sm < 30 or sm % 10 > 9:
             raise UsageError(f"not a CUDA compute capability: {raw!r}")
-        return cat.by_sm(sm) or Gpu(sm=sm, names=[f"sm_{sm}"], note="not in probe's GPU catalog")
+        return cat.by_sm(sm) or Gpu(sm=sm, names=(f"sm_{sm}",), note="not in probe's GPU catalog")
     for gpu in cat.gpus:
         names = {n.lower().replace(" ", "") for n in gpu.names} | {a.lower() for a in gpu.aliases}
         if key in names:

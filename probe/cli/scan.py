@@ -27,10 +27,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from probe.arch.gpus_lean import LeanGpu as Gpu
     from probe.arch.model import ScanReport
+    from probe.catalog.gpus import Gpu
 
-HELP = "list SASS/PTX targets of compiled extensions, per file and per kernel, with verdicts per GPU"
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
@@ -79,10 +78,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def resolve_targets(args: argparse.Namespace) -> tuple[list[Gpu], str]:
-    # The lean (pydantic-free) view of the GPU catalog: same data and parsing as probe.catalog.gpus.
-    from probe.arch.gpus_lean import lean_catalog as catalog
-    from probe.arch.gpus_lean import parse_target
     from probe.arch.localgpu import local_gpus
+    from probe.catalog.gpus import catalog, parse_target
 
     if args.target and args.all_targets:
         from probe.errors import UsageError

@@ -1,5 +1,5 @@
-"""The lean hot path (dataclass records, lean GPU catalog, fast inflaters) against the validated
-definitions: pydantic models of the JSON contract, the validated GPU catalog, plain zlib."""
+"""The lean hot path (dataclass records, fast inflaters) against the validated definitions:
+pydantic models of the JSON contract, plain zlib."""
 
 from __future__ import annotations
 
@@ -13,11 +13,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from probe.arch import gpus_lean, model, schema, wheel
+from probe.arch import model, schema, wheel
 from probe.arch.scan import scan_file, scan_paths
 from probe.arch.verdicts import file_codes
-from probe.catalog import gpus as validated
-from probe.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[2]
 CLASSES = ("Entry", "KernelInfo", "FileRecord", "Target", "TargetVerdict", "FileVerdict", "Summary",
@@ -64,34 +62,6 @@ def test_real_json_output_validates_against_the_contract(tmp_path, cuda_fixtures
         assert model.ScanReport.model_validate(data).to_dict() == data
         if extra:
             assert any(f["kernels"] for f in data["files"])
-
-
-def test_lean_catalog_matches_the_validated_catalog():
-    lean, cat = gpus_lean.lean_catalog(), validated.catalog()
-    assert lean.families == cat.families
-    assert lean.ptx_isa_min_driver == cat.ptx_isa_min_driver
-    assert len(lean.gpus) == len(cat.gpus)
-    for a, b in zip(lean.gpus, cat.gpus, strict=True):
-        for f in ("sm", "integrated", "unified_memory", "memory_gib", "igpu_exact_sass_only", "note",
-                  "major", "minor", "cc", "label"):
-            assert getattr(a, f) == getattr(b, f), (b.sm, f)
-        assert list(a.names) == b.names and list(a.aliases) == b.aliases and list(a.legacy_sm) == b.legacy_sm
-    for sm in (100, 103, 110, 120, 121, 125, 90):
-        assert lean.family_members(sm) == cat.family_members(sm)
-
-
-@pytest.mark.parametrize("text", ["sm_110a", "110", "11.0", "thor", "H100", "sm_130", "compute_90a",
-                                  " sm_87 ", "RTX 5090", "not-a-gpu", "sm_5", "12.10", ""])
-def test_lean_parse_target_matches_the_validated_one(text):
-    try:
-        want = validated.parse_target(text)
-    except UsageError as exc:
-        with pytest.raises(UsageError) as got:
-            gpus_lean.parse_target(text)
-        assert str(got.value) == str(exc)
-        return
-    got = gpus_lean.parse_target(text)
-    assert (got.sm, list(got.names), got.note) == (want.sm, want.names, want.note)
 
 
 def _available_inflaters() -> list[str]:
