@@ -3,7 +3,7 @@
 Enumeration design: the parent never imports vLLM. It reads the accepted ``--moe-backend`` values and
 the ``AttentionBackendEnum`` members from the installed vLLM's *source* (:func:`vllm_compat.static_info`,
 ``ast`` only). When that is impossible (vLLM not installed in the planning interpreter, unreadable
-source) it plans the static superset :data:`vllm_compat.KNOWN_MOE_BACKENDS`; in every case the child
+source) it plans the static superset :func:`vllm_compat.known_moe_backends`; in every case the child
 checks again at run time with ``typing.get_args(MoEBackend)`` and returns ``skipped`` (with the reason)
 for a value its vLLM does not accept — so a plan is never wrong, at worst it has skipped cells.
 
@@ -142,7 +142,7 @@ def enumerate_backends(
 ) -> tuple[list[str], list[str]]:
     """(MoE backends, attention backends) to plan, from flags and the statically read vLLM."""
     if args.moe_backends == "all":
-        moe = list(info.moe_backends) if info.moe_backends else list(vllm_compat.KNOWN_MOE_BACKENDS)
+        moe = list(info.moe_backends) if info.moe_backends else list(vllm_compat.known_moe_backends())
     else:
         moe = [b.lower().replace("-", "_") for b in _csv(args.moe_backends)]
         if info.moe_backends is not None:

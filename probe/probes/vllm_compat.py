@@ -21,6 +21,7 @@ import ast
 import importlib
 import importlib.metadata
 import importlib.util
+import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -29,34 +30,16 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-# Every --moe-backend value seen in any vLLM release 0.18.1 .. 0.33.0 (order: 0.33.0's Literal,
-# then values dropped since). Used only when the installed vLLM's source cannot be read; the
-# child then reports `skipped` for a value its vLLM does not accept.
-KNOWN_MOE_BACKENDS: tuple[str, ...] = (
-    "triton",
-    "batched_triton",
-    "deep_gemm",
-    "deep_gemm_mega_moe",
-    "cutlass",
-    "flashinfer_trtllm",
-    "flashinfer_cutlass",
-    "flashinfer_cutedsl",
-    "flashinfer_moe_ep_cutedsl",
-    "flashinfer_b12x",
-    "b12x",
-    "flashinfer_moe_ep_mega_deep_gemm",
-    "marlin",
-    "humming",
-    "triton_unfused",
-    "aiter",
-    "aiter_mega_moe",
-    "aiter_triton_mxfp4_bf16",
-    "aiter_triton_mxfp4_mxfp4",
-    "flydsl",
-    "hpc",
-    "emulation",
-    "rdna3",
-)
+def known_moe_backends() -> tuple[str, ...]:
+    """Every --moe-backend value of any vLLM release 0.18.1 .. 0.33.0 (``probe/data/vllm_flags.json``).
+
+    Used only when the installed vLLM's source cannot be read; the child then reports `skipped`
+    for a value its vLLM does not accept.
+    """
+    from importlib import resources
+
+    text = resources.files("probe.data").joinpath("vllm_flags.json").read_text(encoding="utf-8")
+    return tuple(json.loads(text)["moe_backends"])
 
 # Attention backends probed on NVIDIA by default (non-MLA, decoder); MLA ones need an MLA model.
 NVIDIA_ATTENTION_BACKENDS: tuple[str, ...] = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION")

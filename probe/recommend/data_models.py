@@ -51,6 +51,8 @@ class MoeBackendSpec(BaseModel):
     quants: list[Quant] = Field(min_length=1)
     min_sm: dict[Quant, int] = {}
     last_resort: bool = False
+    platform: Literal["cuda", "rocm"] = "cuda"
+    expert_parallel_only: bool = False
     note: str | None = None
 
     _v = field_validator("since")(_version)

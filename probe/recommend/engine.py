@@ -166,6 +166,11 @@ def _matrix_cells(doc: dict[str, Any], path: Path, only_sm: int | None = None) -
     return out
 
 
+def _single_gpu_cuda(info: dict[str, Any]) -> bool:
+    """A backend a single NVIDIA GPU can use (not ROCm-only, not an expert-parallel megakernel)."""
+    return info.get("platform", "cuda") == "cuda" and not info.get("expert_parallel_only")
+
+
 def load_cells(
     paths: Iterable[Path], only_sm: int | None = None
 ) -> tuple[list[dict[str, Any]], list[str]]:
@@ -305,7 +310,7 @@ def _moe_relevant(c: dict[str, Any], p: Profile, tp: int | None, flags: dict[str
         return False
     if c["evidence"] == "predicted":
         info = flags["moe_backends"].get(str(c.get("backend")))
-        if info is None or p.quant not in info["quants"]:
+        if info is None or p.quant not in info["quants"] or not _single_gpu_cuda(info):
             return False
         floor = (info.get("min_sm") or {}).get(p.quant)
         return floor is None or (c.get("gpu_sm") or 0) >= floor

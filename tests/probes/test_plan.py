@@ -126,7 +126,7 @@ def test_without_vllm_plans_static_superset(monkeypatch, tmp_path):
     empty = vllm_compat.static_info([str(tmp_path)])  # nothing there: "vLLM not installed"
     monkeypatch.setattr(vllm_compat, "static_info", lambda search_path=None: empty)
     specs = plan_mod.build_plan(_args("--kinds", "moe", "--experts", "8", "--models", "35b", "--tp", "1"))
-    assert {s.params["backend"] for s in specs} == set(vllm_compat.KNOWN_MOE_BACKENDS)
+    assert {s.params["backend"] for s in specs} == set(vllm_compat.known_moe_backends())
 
 
 def test_targets_resolve_without_torch(vllm026):

@@ -67,6 +67,13 @@ def test_static_info_033_has_newer_values():
     assert "FLASHMLA" in mla and "TRITON_MLA" in mla and "FLASH_ATTN" not in mla
 
 
+def test_known_moe_backends_cover_every_release_read():
+    # the fallback superset (probe/data/vllm_flags.json) holds every value 0.26 and 0.33 accept
+    known = set(vc.known_moe_backends())
+    for tag in ("v026", "v033"):
+        assert set(vc.static_info([str(FAKE / tag)]).moe_backends) <= known, tag
+
+
 def test_static_info_016_has_no_moe_flag_and_old_enum_path():
     info = vc.static_info([str(FAKE / "v016")])
     assert info.moe_backends is None
