@@ -4,11 +4,13 @@
 Runs on a machine with a GPU and vLLM (the numbers in docs/probes.md come from the lent H100/H200):
 
     python3 benchmarks/bench_run.py --out OUT [plan flags, e.g. --kinds moe --tp 1 --models 122b]
-        [--subset 24] [--skip-full]
+        [-j N] [--fresh-caches] [--subset 24] [--skip-full]
 
-1. full: every planned cell through the sandbox runner with warm workers (wall time, outcome counts);
-2. side by side on the same N cells (spread evenly over the plan): warm workers vs ``isolate_all``
-   (a fresh child per cell) — the speed-up is the ratio of the two wall times.
+1. full: every planned cell through the sandbox runner with warm workers, ``-j N`` at once (wall time,
+   outcome counts, the slowest cells); ``--fresh-caches`` points vLLM's, Triton's and DeepGEMM's JIT
+   caches at an empty directory first, so the figure is a cold run even on a machine that probed before;
+2. side by side on the same N cells (spread evenly over the plan, one at a time): warm workers vs
+   ``isolate_all`` (a fresh child per cell) — the speed-up is the ratio of the two wall times.
 Writes OUT/bench_full.jsonl (one CellResult per line), OUT/bench_subset_{warm,isolated}.jsonl and
 OUT/bench_summary.json (the figures), and prints the summary.
 """
@@ -18,7 +20,9 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,8 +32,8 @@ from probe.probes.plan import add_plan_arguments, build_plan
 from probe.sandbox.runner import RunnerConfig, run_cells
 
 
-def _run(specs, isolate: bool, out: Path, label: str, journal=None) -> dict:
-    cfg = RunnerConfig(isolate_all=isolate)
+def _run(specs, isolate: bool, out: Path, label: str, journal=None, jobs: int = 1) -> dict:
+    cfg = RunnerConfig(isolate_all=isolate, jobs=jobs)
     t0 = time.perf_counter()
     with (out / f"{label}.jsonl").open("w") as f:
 
@@ -41,9 +45,13 @@ def _run(specs, isolate: bool, out: Path, label: str, journal=None) -> dict:
         report = run_cells(specs, cfg, on_result=on_result, journal=journal)
     wall = time.perf_counter() - t0
     counts = collections.Counter(r.outcome.value for r in report.results)
+    slow = sorted(report.results, key=lambda r: -r.wall_s)[:10]
     return {
         "cells": len(specs),
+        "jobs": jobs,
         "wall_s": round(wall, 2),
+        "cell_seconds": round(sum(r.wall_s for r in report.results), 1),
+        "slowest": [[r.id, r.outcome.value, r.wall_s] for r in slow],
         "per_cell_s": round(wall / max(1, len(specs)), 3),
         "outcomes": dict(counts),
         "not_run": len(report.not_run),
@@ -54,6 +62,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_plan_arguments(ap)
     ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("-j", "--jobs", type=int, default=1, help="cells at once in the full run (default 1)")
+    ap.add_argument("--fresh-caches", action="store_true", help="empty JIT caches (vLLM, Triton, DeepGEMM)")
     ap.add_argument("--subset", type=int, default=24, help="cells compared warm vs isolated (default 24)")
     ap.add_argument("--skip-full", action="store_true", help="only the side-by-side subset")
     ap.add_argument("--skip-subset", action="store_true", help="only the full warm run")
@@ -61,6 +71,11 @@ def main() -> int:
                     "`probe run --resume --journal PATH` then skips these cells)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.fresh_caches:
+        root = tempfile.mkdtemp(prefix="probe-bench-caches-")
+        os.environ["VLLM_CACHE_ROOT"] = root
+        os.environ["TRITON_CACHE_DIR"] = str(Path(root) / "triton")
+        os.environ["DG_JIT_CACHE_DIR"] = str(Path(root) / "deep_gemm")
     specs = [s for s in build_plan(args) if s.kind == "moe"]
     summary: dict = {"command": " ".join(sys.argv), "planned_moe_cells": len(specs)}
     prev = args.out / "bench_summary.json"
@@ -73,9 +88,10 @@ def main() -> int:
             from probe.sandbox.journal import Journal, plan_hash
 
             with Journal.open(args.journal, resume=True, run_meta={"plan_hash": plan_hash(specs)}) as j:
-                summary["full_warm"] = _run(specs, False, args.out, "bench_full", journal=j)
+                summary["full_warm"] = _run(specs, False, args.out, "bench_full", journal=j, jobs=args.jobs)
         else:
-            summary["full_warm"] = _run(specs, False, args.out, "bench_full")
+            summary["full_warm"] = _run(specs, False, args.out, "bench_full", jobs=args.jobs)
+        summary["fresh_caches"] = args.fresh_caches
     if args.skip_subset:
         (args.out / "bench_summary.json").write_text(json.dumps(summary, indent=2))
         print(json.dumps(summary, indent=2))

@@ -15,6 +15,7 @@ batch_sizes (default [1, 64]), seed, iters, warmup.
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 import time
 from typing import Any
@@ -23,6 +24,7 @@ from probe.catalog.models import QUANTS as CATALOG_QUANTS
 from probe.catalog.models import VLLM_QUANT_METHOD, quantization_config
 from probe.cells import ProbeContext
 from probe.probes.common import result, skipped, unsupported
+from probe.sandbox import gpulock
 
 log = logging.getLogger(__name__)
 
@@ -314,51 +316,55 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
     }
     timings: dict[str, float] = {}
     torch.manual_seed(seed)
+    lock_wait = 0.0
     with set_current_vllm_config(cfg):
-        ctx.phase("build")
-        t0 = time.perf_counter()
-        try:
-            with torch.device("cuda"):
-                layer = factory(
-                    num_experts=e,
-                    top_k=top_k,
-                    hidden_size=h,
-                    intermediate_size=inter,
-                    params_dtype=torch.bfloat16,
-                    renormalize=True,
-                    quant_config=qcfg,
-                    tp_size=1,
-                    dp_size=1,
-                    prefix=f"probe.moe.{backend}.{quant}.{e}",
-                    activation=activation,
-                    has_bias=(quant == "mxfp4"),
-                )
-        except (ValueError, NotImplementedError) as exc:
-            if vllm_compat.is_refusal(exc):
-                return unsupported(f"{type(exc).__name__}: {exc}", details=details)
-            raise
-        timings["build_s"] = time.perf_counter() - t0
-        method = layer._quant_method
-        details.update(_selected_backend(method))
-        ctx.note("selected", details.get("selected_backend"))
+        with gpulock.gpu_shared() as waited:  # may overlap other cells' set-up, never a timed loop
+            lock_wait += waited
+            ctx.phase("build")
+            t0 = time.perf_counter()
+            try:
+                with torch.device("cuda"):
+                    layer = factory(
+                        num_experts=e,
+                        top_k=top_k,
+                        hidden_size=h,
+                        intermediate_size=inter,
+                        params_dtype=torch.bfloat16,
+                        renormalize=True,
+                        quant_config=qcfg,
+                        tp_size=1,
+                        dp_size=1,
+                        prefix=f"probe.moe.{backend}.{quant}.{e}",
+                        activation=activation,
+                        has_bias=(quant == "mxfp4"),
+                    )
+            except (ValueError, NotImplementedError) as exc:
+                if vllm_compat.is_refusal(exc):
+                    return unsupported(f"{type(exc).__name__}: {exc}", details=details)
+                raise
+            timings["build_s"] = time.perf_counter() - t0
+            method = layer._quant_method
+            details.update(_selected_backend(method))
+            ctx.note("selected", details.get("selected_backend"))
 
-        ctx.phase("weights")
-        w13 = (torch.randn(e, 2 * inter, h, device="cuda", dtype=torch.float32) / (h**0.5)).to(torch.bfloat16)
-        w2 = (torch.randn(e, h, inter, device="cuda", dtype=torch.float32) / (inter**0.5)).to(torch.bfloat16)
-        tensors, r13, r2 = quantize_experts(quant, w13, w2, torch)
-        del w13, w2
-        notes = fill_parameters(layer.routed_experts, tensors, torch)
-        del tensors
-        details["params"] = notes
-        if notes["padded"]:
-            degraded.append("layer padded hidden/intermediate: " + "; ".join(notes["padded"]))
+            ctx.phase("weights")
+            f32 = torch.float32
+            w13 = (torch.randn(e, 2 * inter, h, device="cuda", dtype=f32) / (h**0.5)).to(torch.bfloat16)
+            w2 = (torch.randn(e, h, inter, device="cuda", dtype=f32) / (inter**0.5)).to(torch.bfloat16)
+            tensors, r13, r2 = quantize_experts(quant, w13, w2, torch)
+            del w13, w2
+            notes = fill_parameters(layer.routed_experts, tensors, torch)
+            del tensors
+            details["params"] = notes
+            if notes["padded"]:
+                degraded.append("layer padded hidden/intermediate: " + "; ".join(notes["padded"]))
 
-        ctx.phase("process_weights")
-        t0 = time.perf_counter()
-        method.process_weights_after_loading(layer.routed_experts)
-        torch.cuda.synchronize()
-        timings["process_weights_s"] = time.perf_counter() - t0
-        details.update(_selected_backend(method))
+            ctx.phase("process_weights")
+            t0 = time.perf_counter()
+            method.process_weights_after_loading(layer.routed_experts)
+            torch.cuda.synchronize()
+            timings["process_weights_s"] = time.perf_counter() - t0
+            details.update(_selected_backend(method))
 
         ctx.phase("forward")
         errors: dict[str, float] = {}
@@ -372,11 +378,13 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
                 with set_forward_context(None, cfg, num_tokens=m, num_tokens_across_dp=dp):
                     return lay(x, logits)
 
-            y = fwd()
-            torch.cuda.synchronize()
-            ctx.phase("reference")
-            ref = quant_ref.torch_moe(x, logits, r13, r2, top_k, True, activation)
-            err, problem = quant_ref.check_output(y, ref)
+            with gpulock.gpu_shared() as waited:
+                lock_wait += waited
+                y = fwd()
+                torch.cuda.synchronize()
+                ctx.phase("reference")
+                ref = quant_ref.torch_moe(x, logits, r13, r2, top_k, True, activation)
+                err, problem = quant_ref.check_output(y, ref)
             if problem:
                 return result(
                     "wrong_output",
@@ -388,8 +396,12 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
             errors[f"b{m}"] = err
             worst = max(worst or 0.0, err or 0.0)
             ctx.phase("forward")
-            timings[f"forward_ms_b{m}"] = _time_ms(fwd, torch, warmup, iters)
+            with gpulock.gpu_exclusive() as waited:  # -j N: no other cell's kernels while timing
+                lock_wait += waited
+                timings[f"forward_ms_b{m}"] = _time_ms(fwd, torch, warmup, iters)
         details["errors"] = errors
+        if os.environ.get(gpulock.ENV_VAR):
+            details["gpu_lock_wait_s"] = round(lock_wait, 3)
         details["tolerance"] = quant_ref.TOLERANCE[quant]
     del r13, r2
     if worst is not None and worst > quant_ref.TOLERANCE[quant]:

@@ -272,6 +272,8 @@ def build_plan(args: argparse.Namespace) -> list[CellSpec]:
                         "model": m.slug,
                         "mla": mla,
                         "mem_gib": 30.0,
+                        # a vLLM engine takes gpu_memory_utilization of the whole device: alone
+                        "exclusive": True,
                     }
                     fa_tag = f"/fa{fa}" if fa else ""
                     add(
@@ -299,6 +301,7 @@ def build_plan(args: argparse.Namespace) -> list[CellSpec]:
                     "quant": quant,
                     "layers": args.engine_layers,
                     "mem_gib": 40.0,
+                    "exclusive": True,
                 }
                 add(
                     CellSpec(

@@ -17,14 +17,17 @@ found by the ``PROBE_CELL_TOKEN`` in their environment and killed too.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
 import resource
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -37,7 +40,7 @@ from typing import Any
 from probe.cells import CellResult, CellSpec
 from probe.errors import UsageError
 from probe.outcomes import Outcome
-from probe.sandbox import procs
+from probe.sandbox import gpulock, procs
 from probe.sandbox.capture import DEFAULT_HEAD, DEFAULT_TAIL, HeadTail
 from probe.sandbox.memory import GIB, MemoryPolicy, read_meminfo
 
@@ -68,6 +71,9 @@ class RunnerConfig:
     excerpt_chars: int = 6000
     #: kill a cell (→ ``oom``) whose child tree RSS exceeds this many bytes (None: no cap)
     rss_cap_bytes: int | None = None
+    #: directory of the cross-process GPU timing lock (``probe.sandbox.gpulock``); ``run_cells``
+    #: makes a private one when ``jobs`` > 1 and none is given
+    gpu_lock_dir: str | None = None
 
 
 @dataclass
@@ -121,6 +127,8 @@ class WorkerProc:
         base.update(env)
         base[procs.TOKEN_VAR] = self.token
         base[procs.RUN_VAR] = cfg.run_id
+        if cfg.gpu_lock_dir:
+            base[gpulock.ENV_VAR] = cfg.gpu_lock_dir
         base.setdefault("PYTHONUNBUFFERED", "1")
         base.setdefault("PYTHONFAULTHANDLER", "1")
         pp = base.get("PYTHONPATH", "")
@@ -563,6 +571,7 @@ class _Scheduler:
         self.cond = threading.Condition()
         self.running_mem = 0.0
         self.running = 0
+        self.exclusive_running = False
         self.restarts = 0
         self.stop = threading.Event()
         self.sink_lock = threading.Lock()
@@ -571,13 +580,18 @@ class _Scheduler:
 
     # which cell next (called with the lock held)
     def _pick(self, prefer: tuple[tuple[str, str], ...] | None) -> tuple[CellSpec, dict[str, float]] | None:
+        if self.exclusive_running:
+            return None
         mem = self.cfg.memory
         free_slots = max(1, self.cfg.jobs - self.running)
         order = sorted(range(len(self.pending)), key=lambda i: (env_key(self.pending[i]) != prefer, i))
         for i in order:
             spec = self.pending[i]
+            exclusive = bool(spec.params.get("exclusive"))
+            if exclusive and self.running:
+                continue  # an engine-sized cell waits until the GPU is its own
             mem_gib = _as_float(spec.params.get("mem_gib"))
-            limits: dict[str, float] = {}
+            limits: dict[str, float] = {"_exclusive": 1.0} if exclusive else {}
             if mem.unified:
                 got = mem.unified_limits(mem_gib, free_slots, self.running)
                 if got is None:
@@ -599,6 +613,7 @@ class _Scheduler:
                 if got is not None:
                     self.running += 1
                     self.running_mem += got[1]["_reserved_gib"]
+                    self.exclusive_running = "_exclusive" in got[1]
                     return got
                 self.cond.wait(timeout=1.0)
 
@@ -606,6 +621,8 @@ class _Scheduler:
         with self.cond:
             self.running -= 1
             self.running_mem -= limits.get("_reserved_gib", 0.0)
+            if "_exclusive" in limits:
+                self.exclusive_running = False
             self.cond.notify_all()
 
     def record(self, result: CellResult) -> None:
@@ -771,6 +788,20 @@ def run_cells(
         if on_result is not None:
             on_result(result)
 
+    lock_tmp: str | None = None
+    if cfg.jobs > 1 and not cfg.gpu_lock_dir:
+        lock_tmp = tempfile.mkdtemp(prefix=f"probe-gpulock-{cfg.run_id}-")
+        cfg = dataclasses.replace(cfg, gpu_lock_dir=lock_tmp)
+    try:
+        return _run_scheduled(todo, cfg, sink, report)
+    finally:
+        if lock_tmp:
+            shutil.rmtree(lock_tmp, ignore_errors=True)
+
+
+def _run_scheduled(
+    todo: list[CellSpec], cfg: RunnerConfig, sink: Callable[[CellResult], None], report: RunReport
+) -> RunReport:
     sched = _Scheduler(todo, cfg, sink, report)
     threads = [
         threading.Thread(target=sched.slot, name=f"probe-slot-{i}", daemon=True)

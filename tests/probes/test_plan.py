@@ -52,6 +52,9 @@ def test_attention_and_engine_cells_are_isolated(vllm026):
     attn = [s for s in specs if s.kind == "attention"]
     eng = [s for s in specs if s.kind == "engine"]
     assert attn and eng and all(s.isolate for s in attn + eng)
+    # an engine takes gpu_memory_utilization of the device: under -j N it runs alone
+    assert all(s.params["exclusive"] is True for s in attn + eng)
+    assert not any(s.params.get("exclusive") for s in plan_mod.build_plan(_args("--kinds", "moe")))
     assert all(s.env.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0" for s in attn + eng)
     fa = sorted(
         s.params["fa_version"]

@@ -321,3 +321,46 @@ def test_duplicate_ids_refused(cfg):
 def test_no_process_of_the_run_survives(cfg):
     run_cells([spec("hang", timeout_s=0.5), spec("ok")], cfg)
     assert run_pids(cfg.run_id) == []
+
+
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def test_exclusive_cells_have_the_gpu_to_themselves(cfg):
+    """Engine-sized cells (``params.exclusive``) never run beside another cell, even under -j 3."""
+    cfg.jobs = 3
+    specs = [spec(f"s{i}", "sleepy", params={"s": 0.3}) for i in range(4)]
+    specs.insert(2, spec("x0", "sleepy", params={"s": 0.3, "exclusive": True}))
+    specs.append(spec("x1", "sleepy", params={"s": 0.3, "exclusive": True}))
+    rep = run_cells(specs, cfg)
+    assert len(rep.results) == 6 and all(r.outcome is Outcome.OK for r in rep.results)
+    spans = {r.id: (r.details["t0"], r.details["t1"]) for r in rep.results}
+    for x in ("x0", "x1"):
+        others = [v for k, v in spans.items() if k != x]
+        assert not any(_overlap(spans[x], o) for o in others), f"{x} shared the GPU"
+    small = [v for k, v in spans.items() if k.startswith("s")]
+    assert any(_overlap(a, b) for a, b in itertools.combinations(small, 2)), "-j 3 ran nothing in parallel"
+
+
+def test_timed_sections_exclude_other_cells_gpu_phases(cfg):
+    """Under -j N the runner hands children a GPU lock: shared phases overlap, a timed loop is alone."""
+    cfg.jobs = 3
+    specs = [spec(f"g{i}", "gpu_locked", params={"shared_s": 0.3, "exclusive_s": 0.15}) for i in range(6)]
+    rep = run_cells(specs, cfg)
+    assert all(r.outcome is Outcome.OK for r in rep.results), [r.root_cause for r in rep.results]
+    assert all(r.details["lock_dir"] for r in rep.results)
+    assert not Path(rep.results[0].details["lock_dir"]).exists(), "lock directory left behind"
+    spans = [(r.id, name, tuple(v)) for r in rep.results for name, v in r.details["spans"].items()]
+    for cid, name, span in spans:
+        if name != "exclusive":
+            continue
+        clash = [(c, n) for c, n, s in spans if c != cid and _overlap(span, s)]
+        assert not clash, f"timed loop of {cid} overlapped {clash}"
+    shared = [s for _, n, s in spans if n == "shared"]
+    assert any(_overlap(a, b) for a, b in itertools.combinations(shared, 2)), "shared phases never overlapped"
+
+
+def test_single_job_gets_no_gpu_lock(cfg):
+    r = one(cfg, spec("g", "gpu_locked", params={"shared_s": 0.01, "exclusive_s": 0.01}))
+    assert r.outcome is Outcome.OK and r.details["lock_dir"] is None

@@ -169,3 +169,19 @@ def sleepy(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     t0 = time.time()
     time.sleep(params.get("s", 0.1))
     return {"details": {"pid": os.getpid(), "t0": t0, "t1": time.time()}}
+
+
+def gpu_locked(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """A shared phase (set-up) then an exclusive one (a timed loop), like the MoE probe under -j N."""
+    from probe.sandbox import gpulock
+
+    spans: dict[str, list[float]] = {}
+    with gpulock.gpu_shared():
+        t0 = time.time()
+        time.sleep(params.get("shared_s", 0.2))
+        spans["shared"] = [t0, time.time()]
+    with gpulock.gpu_exclusive():
+        t0 = time.time()
+        time.sleep(params.get("exclusive_s", 0.2))
+        spans["exclusive"] = [t0, time.time()]
+    return {"details": {"spans": spans, "lock_dir": os.environ.get(gpulock.ENV_VAR)}}
