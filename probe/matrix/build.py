@@ -197,6 +197,7 @@ def cell_from_result(result: CellResult, *, vllm_version: str | None = None) -> 
         moe_backend=str(moe_backend) if moe_backend is not None else None,
         attention_backend=str(attn_backend) if attn_backend is not None else None,
         fa_version=_int(p.get("fa_version")),
+        engine_args={str(k): str(v) for k, v in (p.get("engine_args") or {}).items()},
         quant=p.get("quant"),
         experts=_int(p.get("experts")),
         top_k=_int(p.get("top_k")),

@@ -177,6 +177,10 @@ class Cell(BaseModel):
     moe_backend: str | None = None
     attention_backend: str | None = None
     fa_version: int | None = None
+    engine_args: dict[str, str] = Field(
+        default_factory=dict,
+        description="engine cells: extra vLLM engine arguments the run used, e.g. gdn_prefill_backend",
+    )
     quant: str | None = None
     experts: int | None = None
     top_k: int | None = None

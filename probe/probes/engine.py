@@ -89,7 +89,34 @@ def engine_kwargs(params: dict[str, Any]) -> dict[str, Any]:
         kw["attention_backend"] = attn
     if params.get("fa_version"):
         kw["attention_config"] = {"flash_attn_version": int(params["fa_version"])}
+    for key, value in (params.get("engine_args") or {}).items():
+        kw[key] = _engine_value(value)  # e.g. gdn_prefill_backend=triton (checked against EngineArgs first)
     return kw
+
+
+def _engine_value(text: Any) -> Any:
+    """'2048' -> 2048, 'true' -> True, '0.5' -> 0.5, anything else stays a string (as vLLM's CLI reads it)."""
+    if not isinstance(text, str):
+        return text
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def unknown_engine_args(names: Any) -> list[str]:
+    """Names in ``names`` that the installed vLLM's ``EngineArgs`` does not have."""
+    import dataclasses
+
+    from vllm.engine.arg_utils import EngineArgs
+
+    have = {f.name for f in dataclasses.fields(EngineArgs)}
+    return sorted(n for n in names if n not in have)
 
 
 def _language_model_only_kwargs() -> dict[str, Any]:
@@ -266,6 +293,13 @@ def _build_llm(
             return unsupported(
                 f"FlashAttention {params['fa_version']} unavailable here: {why}", details=details
             )
+    extra = params.get("engine_args") or {}
+    missing = unknown_engine_args(extra) if extra else []
+    if missing:
+        return skipped(
+            f"vLLM {vllm.__version__} has no engine argument {', '.join(missing)} "
+            f"(--{missing[0].replace('_', '-')}): this variant does not apply to it"
+        )
     model_dir = _write_config(config)
     kw = engine_kwargs(params)
     if "vision_config" in config:

@@ -60,9 +60,13 @@ class _NoModelConfig:
 
 
 def estimate_mem_gib(experts: int, hidden: int, intermediate: int) -> float:
-    """GPU memory a MoE cell needs: bf16 weights + bf16 reference copy + checkpoint tensors + scratch."""
+    """GPU memory a MoE cell may peak at, W = experts x 3 x hidden x intermediate weights: the layer's
+    parameters (<= 2W bytes), the bf16 source weights (2W), per-chunk checkpoint tensors and bf16
+    references (<= 4W) and their concatenated copies (<= 4W) -> 12W, plus 2 GiB of context/scratch.
+    (H200, vLLM 0.26, E=512 x 3072 x 1024: 6W underestimated it and four such cells at -j 4 went OOM;
+    the measured peaks are in each result's ``details.gpu_peak_gib``.)"""
     weights = experts * 3 * hidden * intermediate
-    return round(weights * 6 / 2**30 + 2.0, 1)
+    return round(weights * 12 / 2**30 + 2.0, 1)
 
 
 def _ensure_runtime(torch: Any) -> None:
@@ -318,35 +322,36 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
     torch.manual_seed(seed)
     lock_wait = 0.0
     with set_current_vllm_config(cfg):
-        with gpulock.gpu_shared() as waited:  # may overlap other cells' set-up, never a timed loop
-            lock_wait += waited
-            ctx.phase("build")
-            t0 = time.perf_counter()
-            try:
-                with torch.device("cuda"):
-                    layer = factory(
-                        num_experts=e,
-                        top_k=top_k,
-                        hidden_size=h,
-                        intermediate_size=inter,
-                        params_dtype=torch.bfloat16,
-                        renormalize=True,
-                        quant_config=qcfg,
-                        tp_size=1,
-                        dp_size=1,
-                        prefix=f"probe.moe.{backend}.{quant}.{e}",
-                        activation=activation,
-                        has_bias=(quant == "mxfp4"),
-                    )
-            except (ValueError, NotImplementedError) as exc:
-                if vllm_compat.is_refusal(exc):
-                    return unsupported(f"{type(exc).__name__}: {exc}", details=details)
-                raise
-            timings["build_s"] = time.perf_counter() - t0
-            method = layer._quant_method
-            details.update(_selected_backend(method))
-            ctx.note("selected", details.get("selected_backend"))
+        ctx.phase("build")
+        t0 = time.perf_counter()
+        try:
+            with torch.device("cuda"):
+                layer = factory(
+                    num_experts=e,
+                    top_k=top_k,
+                    hidden_size=h,
+                    intermediate_size=inter,
+                    params_dtype=torch.bfloat16,
+                    renormalize=True,
+                    quant_config=qcfg,
+                    tp_size=1,
+                    dp_size=1,
+                    prefix=f"probe.moe.{backend}.{quant}.{e}",
+                    activation=activation,
+                    has_bias=(quant == "mxfp4"),
+                )
+        except (ValueError, NotImplementedError) as exc:
+            if vllm_compat.is_refusal(exc):
+                return unsupported(f"{type(exc).__name__}: {exc}", details=details)
+            raise
+        timings["build_s"] = time.perf_counter() - t0
+        method = layer._quant_method
+        details.update(_selected_backend(method))
+        ctx.note("selected", details.get("selected_backend"))
 
+        # pure GPU work, short: may overlap other cells' set-up, never another cell's timed loop
+        with gpulock.gpu_shared() as waited:
+            lock_wait += waited
             ctx.phase("weights")
             f32 = torch.float32
             w13 = (torch.randn(e, 2 * inter, h, device="cuda", dtype=f32) / (h**0.5)).to(torch.bfloat16)
@@ -359,12 +364,13 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
             if notes["padded"]:
                 degraded.append("layer padded hidden/intermediate: " + "; ".join(notes["padded"]))
 
-            ctx.phase("process_weights")
-            t0 = time.perf_counter()
-            method.process_weights_after_loading(layer.routed_experts)
-            torch.cuda.synchronize()
-            timings["process_weights_s"] = time.perf_counter() - t0
-            details.update(_selected_backend(method))
+        # unlocked: repacking may JIT-compile (DeepGEMM) for many seconds of CPU time
+        ctx.phase("process_weights")
+        t0 = time.perf_counter()
+        method.process_weights_after_loading(layer.routed_experts)
+        torch.cuda.synchronize()
+        timings["process_weights_s"] = time.perf_counter() - t0
+        details.update(_selected_backend(method))
 
         ctx.phase("forward")
         errors: dict[str, float] = {}
@@ -378,10 +384,10 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
                 with set_forward_context(None, cfg, num_tokens=m, num_tokens_across_dp=dp):
                     return lay(x, logits)
 
+            y = fwd()  # the first call may JIT-compile (Triton, Marlin, DeepGEMM): unlocked, CPU-bound
+            torch.cuda.synchronize()
             with gpulock.gpu_shared() as waited:
                 lock_wait += waited
-                y = fwd()
-                torch.cuda.synchronize()
                 ctx.phase("reference")
                 ref = quant_ref.torch_moe(x, logits, r13, r2, top_k, True, activation)
                 err, problem = quant_ref.check_output(y, ref)

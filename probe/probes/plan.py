@@ -108,6 +108,13 @@ def add_plan_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup
     g.add_argument(
         "--engine-layers", type=int, default=2, help="layers of the synthetic engine model (default 2)"
     )
+    g.add_argument(
+        "--engine-args",
+        default=None,
+        metavar="KEY=VALUE[,...]",
+        help="extra vLLM engine arguments for every engine cell, e.g. max_num_batched_tokens=2048 (Gated-"
+        "DeltaNet models also get a gdn_prefill_backend=triton variant of each pair unless you set it)",
+    )
 
 
 def _resolve_models(names: list[str]) -> list[Any]:
@@ -135,6 +142,35 @@ def parse_pairs(text: str) -> list[tuple[str, str, int | None]]:
 def default_pairs(quant: str) -> list[tuple[str, str, int | None]]:
     moe = "triton" if quant in ("bf16", "fp8", "fp8_block") else "marlin"
     return [("auto", "auto", None), (moe, "TRITON_ATTN", None), ("auto", "FLASH_ATTN", None)]
+
+
+def parse_engine_args(text: str | None) -> dict[str, str]:
+    """``KEY=VALUE[,KEY=VALUE]`` (vLLM engine argument names, ``-`` or ``_``) -> {key: value}."""
+    out: dict[str, str] = {}
+    for item in _csv(text or ""):
+        key, sep, value = item.partition("=")
+        key = key.strip().lstrip("-").replace("-", "_")
+        if not sep or not key or not value.strip() or not key.isidentifier():
+            raise UsageError(
+                f"--engine-args item {item!r} is not KEY=VALUE", hint="e.g. gdn_prefill_backend=triton"
+            )
+        out[key] = value.strip()
+    return out
+
+
+def engine_variants(model: Any, user_args: dict[str, str]) -> list[dict[str, str]]:
+    """Engine-argument variants planned for a model: the user's, plus for Gated-DeltaNet hybrids
+    (Qwen3.5 / 3.6 / Next) the Triton GDN prefill: vLLM picks FlashInfer's GDN prefill on Hopper
+    whenever it is asked for 'auto', and an image without FlashInfer then fails at the first prefill."""
+    variants = [dict(user_args)]
+    hybrid = getattr(model, "hybrid", None) or {}
+    if "linear_attention_gated_deltanet" in hybrid and "gdn_prefill_backend" not in user_args:
+        variants.append({**user_args, "gdn_prefill_backend": "triton"})
+    return variants
+
+
+def _args_tag(engine_args: dict[str, str]) -> str:
+    return "".join(f"/{k}={v}" for k, v in sorted(engine_args.items()))
 
 
 def enumerate_backends(
@@ -289,29 +325,34 @@ def build_plan(args: argparse.Namespace) -> list[CellSpec]:
                         )
                     )
     if "engine" in kinds:
+        user_args = parse_engine_args(getattr(args, "engine_args", None))
         for m in models:
             quant = args.engine_quant or m.quant
             pairs = parse_pairs(args.pairs) if args.pairs else default_pairs(quant)
-            for moe_b, attn_b, fa in pairs:
-                params = {
-                    "model": m.slug,
-                    "moe_backend": moe_b,
-                    "attention_backend": attn_b,
-                    "fa_version": fa,
-                    "quant": quant,
-                    "layers": args.engine_layers,
-                    "mem_gib": 40.0,
-                    "exclusive": True,
-                }
-                add(
-                    CellSpec(
-                        id=f"engine/{m.slug}/{quant}/{moe_b}+{attn_b}{f'/fa{fa}' if fa else ''}",
-                        kind="engine",
-                        target=ENGINE_TARGET,
-                        params=params,
-                        env=dict(ENGINE_ENV),
-                        timeout_s=600.0,
-                        isolate=True,
+            for extra in engine_variants(m, user_args):
+                for moe_b, attn_b, fa in pairs:
+                    params = {
+                        "model": m.slug,
+                        "moe_backend": moe_b,
+                        "attention_backend": attn_b,
+                        "fa_version": fa,
+                        "quant": quant,
+                        "layers": args.engine_layers,
+                        "mem_gib": 40.0,
+                        "exclusive": True,
+                    }
+                    if extra:
+                        params["engine_args"] = extra
+                    add(
+                        CellSpec(
+                            id=f"engine/{m.slug}/{quant}/{moe_b}+{attn_b}{f'/fa{fa}' if fa else ''}"
+                            f"{_args_tag(extra)}",
+                            kind="engine",
+                            target=ENGINE_TARGET,
+                            params=params,
+                            env=dict(ENGINE_ENV),
+                            timeout_s=600.0,
+                            isolate=True,
+                        )
                     )
-                )
     return list(specs.values())

@@ -5,9 +5,12 @@ repacking) overlaps freely, which is where the speed-up of ``-j`` comes from, bu
 not share the GPU with another cell's kernels: kernels of different processes time-slice the device
 and would inflate the medians. So:
 
-- GPU work that may overlap other cells' GPU work but never a timed loop runs under
-  :func:`gpu_shared` (many holders at once);
-- a timed loop runs under :func:`gpu_exclusive` (one holder, no shared holder).
+- short, pure GPU work (creating and quantizing weights, the torch reference) runs under
+  :func:`gpu_shared` (many holders at once, never beside a timed loop);
+- a timed loop runs under :func:`gpu_exclusive` (one holder, no shared holder);
+- phases that may JIT-compile for many seconds of CPU time (weight repacking, a backend's first
+  call) take no lock: holding one there stalled every timed loop of the run behind the compiles
+  (H200, -j 4: 713 of 1,244 cell-seconds were lock waits), and a compile barely touches the GPU.
 
 Writers have priority (a "turnstile"): an exclusive request closes ``gate`` first, so new shared
 holders queue behind it and the timed loop waits only for the shared phases already running.

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -126,6 +127,28 @@ def _innermost_frame(exc: BaseException) -> dict[str, Any]:
     return out
 
 
+def _gpu_settle(reset_only: bool = False) -> float | None:
+    """Hand back what a cell left in torch's CUDA cache; return the cell's peak allocated GiB.
+
+    A warm worker would otherwise keep the cache of its biggest cell reserved, and under ``-j N`` the
+    other workers' cells would see that much less free memory than the budget promised them. Does
+    nothing unless the cell itself imported torch and initialised CUDA.
+    """
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    try:
+        if cuda is None or not cuda.is_initialized():
+            return None
+        peak = None if reset_only else round(cuda.max_memory_allocated() / 2**30, 2)
+        if not reset_only:
+            gc.collect()
+            cuda.empty_cache()
+        cuda.reset_peak_memory_stats()
+        return peak
+    except Exception:  # a broken CUDA context: the cell's own result says more
+        return None
+
+
 def _run_cell(channel: _Channel, msg: dict[str, Any], worker_kind: str) -> None:
     spec = msg["spec"]
     cell_id = spec["id"]
@@ -135,6 +158,7 @@ def _run_cell(channel: _Channel, msg: dict[str, Any], worker_kind: str) -> None:
         os.environ[key] = value
     channel.send({"ev": "start", "id": cell_id, "t": time.time()})
     ctx = ChildContext(channel, cell_id, msg.get("limits") or {}, worker_kind)
+    _gpu_settle(reset_only=True)
     try:
         ctx.phase("load_target")
         func = _load(spec["target"])
@@ -144,24 +168,26 @@ def _run_cell(channel: _Channel, msg: dict[str, Any], worker_kind: str) -> None:
             result = {}
         if not isinstance(result, dict):
             raise TypeError(f"probe {spec['target']} returned {type(result).__name__}, expected dict")
+        peak = _gpu_settle()
+        if peak is not None:
+            details = result.setdefault("details", {})
+            if isinstance(details, dict):
+                details.setdefault("gpu_peak_gib", peak)
         _flush_all()
         channel.send({"ev": "done", "id": cell_id, "result": result, "phase": ctx.current_phase})
     except BaseException as exc:
         with contextlib.suppress(Exception):
             traceback.print_exc(file=sys.stderr)
+        error = {
+            "type": f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins."),
+            "message": str(exc)[:2000],
+            **_innermost_frame(exc),
+        }
+        with contextlib.suppress(Exception):  # the frames hold the failed cell's tensors
+            traceback.clear_frames(exc.__traceback__)
+        _gpu_settle()
         _flush_all()
-        channel.send(
-            {
-                "ev": "done",
-                "id": cell_id,
-                "phase": ctx.current_phase,
-                "error": {
-                    "type": f"{type(exc).__module__}.{type(exc).__qualname__}".removeprefix("builtins."),
-                    "message": str(exc)[:2000],
-                    **_innermost_frame(exc),
-                },
-            }
-        )
+        channel.send({"ev": "done", "id": cell_id, "phase": ctx.current_phase, "error": error})
         if isinstance(exc, KeyboardInterrupt):
             raise
     finally:
