@@ -493,6 +493,20 @@ def spell_flags(
     return args, env, warnings
 
 
+def _args_key(engine_args: Any) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((str(k), str(v)) for k, v in (engine_args or {}).items()))
+
+
+def engine_arg_flags(engine_args: dict[str, Any]) -> list[str]:
+    """Extra engine arguments a measured engine cell ran with, spelled as vLLM's CLI reads them
+    (``gdn_prefill_backend=triton`` -> ``--gdn-prefill-backend triton``). The cell ran on the vLLM
+    version the flags are spelled for, so that version accepted them."""
+    out: list[str] = []
+    for key, value in sorted(engine_args.items()):
+        out += [f"--{key.replace('_', '-')}", str(value)]
+    return out
+
+
 def recommend(
     model: str,
     *,
@@ -565,6 +579,7 @@ def recommend(
         "moe_backend": None,
         "attention_backend": None,
         "fa_version": None,
+        "engine_args": {},
         "vllm_version": None,
         "flags_for_vllm": None,
         "flags": [],
@@ -589,6 +604,7 @@ def recommend(
                 "moe": c.get("moe_backend"),
                 "attn": c["attention_backend"],
                 "fa": c.get("fa_version"),
+                "args": dict(c.get("engine_args") or {}),
                 "score": float(tps) if isinstance(tps, (int, float)) else None,
                 "metric": "tokens_per_s",
                 "higher_better": True,
@@ -596,19 +612,27 @@ def recommend(
             }
         )
     bad_pairs = {
-        (c.get("moe_backend"), c.get("attention_backend"))
+        (c.get("moe_backend"), c.get("attention_backend"), _args_key(c.get("engine_args")))
         for c in eng_cells
         if c.get("outcome") in _FAILED and (basis == "fallback" or c["evidence"] == "measured")
     }
-    pairs = [p for p in pairs if (p["moe"], p["attn"]) not in bad_pairs]
+    pairs = [p for p in pairs if (p["moe"], p["attn"], _args_key(p["args"])) not in bad_pairs]
+    measured_eng = [c for c in eng_cells if c["evidence"] == "measured"]
+    if measured_eng and not any(_ok(c) for c in measured_eng):
+        causes = sorted({f"{c['outcome']}: {(c.get('root_cause') or '?')[:160]}" for c in measured_eng})
+        warnings.append(
+            f"every engine run of {prof.name} on sm_{sm} failed ({len(measured_eng)} runs): "
+            + " | ".join(causes[:3])
+            + " — the kernel-level choice below has not been seen to start this model end to end"
+        )
     # 2) kernel-level combination
     if not pairs:
         moes: list[Choice | None] = list(moe_choices) if prof.experts else [None]
         for m in moes:
-            if m and (m.backend, None) in bad_pairs:
+            if m and (m.backend, None, ()) in bad_pairs:
                 continue
             for a in attn_choices:
-                if m and (m.backend, a.backend) in bad_pairs:
+                if m and (m.backend, a.backend, ()) in bad_pairs:
                     continue
                 score, higher = None, False
                 metric = (
@@ -628,6 +652,7 @@ def recommend(
                         "moe": m.backend if m else None,
                         "attn": a.backend,
                         "fa": a.fa_version,
+                        "args": {},
                         "score": score,
                         "metric": metric,
                         "higher_better": higher,
@@ -688,7 +713,9 @@ def recommend(
     def differs(p: dict[str, Any]) -> bool:
         if moe_only:  # that metric says nothing about the attention backend
             return bool(p["moe"] != best["moe"])
-        return (p["moe"], p["attn"], p["fa"]) != (best["moe"], best["attn"], best["fa"])
+        return (p["moe"], p["attn"], p["fa"], _args_key(p["args"])) != (
+            best["moe"], best["attn"], best["fa"], _args_key(best["args"])
+        )
 
     runner = next((p for p in pairs[1:] if differs(p)), None)
     vllm = (
@@ -699,12 +726,14 @@ def recommend(
     if not vllm:
         warnings.append(f"no vLLM version recorded; flags are spelled for vLLM {fd['latest_known']}")
     args, env, flag_warn = spell_flags(best["moe"], best["attn"], best["fa"], prof.quant, vllm)
+    args += engine_arg_flags(best["args"])
     warnings.extend(flag_warn)
     result.update(
         {
             "moe_backend": best["moe"],
             "attention_backend": best["attn"],
             "fa_version": best["fa"],
+            "engine_args": best["args"],
             "vllm_version": vllm,
             "flags_for_vllm": vllm or fd["latest_known"],
             "flags": args,
@@ -728,6 +757,7 @@ def recommend(
             "moe_backend": runner["moe"],
             "attention_backend": runner["attn"],
             "fa_version": runner["fa"],
+            "engine_args": runner["args"],
         }
         if best["score"] is not None and runner["score"] is not None and best["metric"] == runner["metric"]:
             ratio = (

@@ -106,7 +106,9 @@ def detect_device_memory(timeout_s: float = 10.0) -> DeviceMemory:
 class MemoryPolicy:
     """Decides, per cell, whether it may start now and what memory it may use.
 
-    Discrete GPU: the sum of running cells' ``params["mem_gib"]`` stays within ``budget_gib``.
+    Discrete GPU: the sum of running cells' ``params["mem_gib"]``, plus ``worker_overhead_gib`` for
+    each of them (a CUDA context, the caching allocator's slack, buffers a warm worker keeps between
+    cells), stays within ``budget_gib``.
     Unified memory: before each cell, read MemAvailable; the cell's share is
     ``(MemAvailable - reserve) / free_slots``; the reserve is ``max(reserve_gib, reserve_frac *
     MemTotal)``. The share is handed to the probe (``gpu_memory_utilization`` = share / MemTotal,
@@ -119,6 +121,10 @@ class MemoryPolicy:
     reserve_gib: float = 8.0
     reserve_frac: float = 0.15
     meminfo: dict[str, int] = field(default_factory=dict)
+    #: per running cell, on top of its estimate. H200 + vLLM 0.26, -j 4: two E=512 MoE cells (estimate
+    #: 56 GiB, measured peak allocation 45-48 GiB) beside two small ones left 9 GiB of 140 free, so
+    #: counting estimates alone admitted a cell that then went OOM
+    worker_overhead_gib: float = 6.0
 
     @property
     def host_total_gib(self) -> float:
@@ -132,7 +138,7 @@ class MemoryPolicy:
         """Discrete budget check (a cell alone always fits: it would otherwise never run)."""
         if running == 0 or self.budget_gib is None:
             return True
-        return running_gib + mem_gib <= self.budget_gib
+        return running_gib + mem_gib + (running + 1) * self.worker_overhead_gib <= self.budget_gib
 
     def unified_limits(self, mem_gib: float | None, free_slots: int, running: int) -> dict[str, float] | None:
         """Limits for a cell on a unified-memory device, or None if it should wait for running cells."""

@@ -172,3 +172,54 @@ def test_published_static_predictions_answer(probe_cli):
     assert any(e["source"] == "predicted" for e in out["evidence"])
     ruled = {e["id"]: e for e in out["evidence"] if e["role"] == "ruled_out"}
     assert ruled["reported/sm_120/moe/cutlass/Qwen3.5-397B-A17B/tp4"]["outcome"] == "wrong_output"
+
+
+def _gdn_matrix(tmp_path: Path, with_variant: bool) -> Path:
+    """The baseline, but its Qwen3.5 engine run failed the way vLLM 0.26 fails on an image without
+    FlashInfer (GDN prefill picks FlashInfer on 'auto'), optionally with the Triton-GDN variant ok."""
+    from probe.cells import CellResult
+    from probe.outcomes import Outcome
+
+    rs = [r for r in fixtures.results("baseline") if r.kind != "engine"]
+    base = {"model": "Qwen3.5-122B-A10B", "moe_backend": "cutlass", "attention_backend": "TRITON_ATTN",
+            "quant": "nvfp4"}
+    rs.append(
+        CellResult(
+            id="engine/Qwen3.5-122B-A10B/cutlass+TRITON_ATTN",
+            kind="engine",
+            params=base,
+            outcome=Outcome.IMPORT_ERROR,
+            phase="generate",
+            root_cause="ModuleNotFoundError: No module named 'flashinfer'",
+        )
+    )
+    if with_variant:
+        rs.append(
+            CellResult(
+                id="engine/Qwen3.5-122B-A10B/cutlass+TRITON_ATTN/gdn_prefill_backend=triton",
+                kind="engine",
+                params={**base, "engine_args": {"gdn_prefill_backend": "triton"}},
+                outcome=Outcome.OK,
+                timings={"tokens_per_s": 30.0},
+            )
+        )
+    m = build_matrix(rs, provenance=fixtures.matrix("baseline").provenance.model_dump(), static=None)
+    write_matrix(m, tmp_path / "m.json")
+    return tmp_path / "m.json"
+
+
+def test_engine_args_of_the_working_run_become_flags(tmp_path):
+    out = recommend("122b", matrices=[_gdn_matrix(tmp_path, with_variant=True)])
+    assert (out["moe_backend"], out["attention_backend"]) == ("cutlass", "TRITON_ATTN")
+    assert out["engine_args"] == {"gdn_prefill_backend": "triton"}
+    assert out["flags"][-2:] == ["--gdn-prefill-backend", "triton"]
+    ruled = {e["id"] for e in out["evidence"] if e["role"] == "ruled_out"}
+    assert "engine/Qwen3.5-122B-A10B/cutlass+TRITON_ATTN" in ruled
+    assert not any("every engine run" in w for w in out["warnings"])
+
+
+def test_every_engine_run_failed_is_said(tmp_path):
+    out = recommend("122b", matrices=[_gdn_matrix(tmp_path, with_variant=False)])
+    assert "--gdn-prefill-backend" not in out["flags"]
+    warn = [w for w in out["warnings"] if "every engine run of Qwen3.5-122B-A10B" in w]
+    assert warn and "No module named 'flashinfer'" in warn[0]

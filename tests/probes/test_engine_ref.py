@@ -68,3 +68,41 @@ def test_sdpa_reference_prefill_and_decode():
         )
     ]
     assert _sdpa_reference(bad, t)[0]["prefill"] > 0.1
+
+
+def test_engine_args_reach_llm_kwargs_typed_like_the_cli():
+    kw = engine_kwargs(
+        {
+            "moe_backend": "marlin",
+            "engine_args": {
+                "gdn_prefill_backend": "triton",
+                "max_num_batched_tokens": "2048",
+                "enable_chunked_prefill": "false",
+                "gpu_memory_utilization": "0.3",
+            },
+        }
+    )
+    assert kw["gdn_prefill_backend"] == "triton" and kw["max_num_batched_tokens"] == 2048
+    assert kw["enable_chunked_prefill"] is False and kw["gpu_memory_utilization"] == 0.3
+
+
+def test_unknown_engine_args_read_from_the_installed_engine_args(monkeypatch):
+    import dataclasses
+    import sys
+    import types
+
+    from probe.probes.engine import unknown_engine_args
+
+    @dataclasses.dataclass
+    class EngineArgs:  # what vLLM 0.26's has, in part
+        model: str = ""
+        gdn_prefill_backend: str | None = None
+
+    arg_utils = types.ModuleType("vllm.engine.arg_utils")
+    arg_utils.EngineArgs = EngineArgs  # type: ignore[attr-defined]
+    for name, mod in (("vllm", types.ModuleType("vllm")), ("vllm.engine", types.ModuleType("vllm.engine"))):
+        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.setitem(sys.modules, "vllm.engine.arg_utils", arg_utils)
+    assert unknown_engine_args({"gdn_prefill_backend": "triton"}) == []
+    got = unknown_engine_args(["gdn_prefill_backend", "mamba_backend", "a_flag"])
+    assert got == ["a_flag", "mamba_backend"]

@@ -161,3 +161,28 @@ def test_probe_run_cli_registers_plan_flags(vllm026):
     )
     ids = {s.id for s in plan_mod.build_plan(args)}
     assert "moe/marlin/nvfp4/E=256/H=3072/I=512/k=8/tp=2" in ids
+
+
+def test_gdn_models_get_a_triton_gdn_prefill_variant(vllm026):
+    specs = plan_mod.build_plan(_args("--kinds", "engine", "--models", "122b,nano"))
+    gdn = [s for s in specs if s.params.get("engine_args")]
+    assert {s.params["model"] for s in gdn} == {"qwen3.5-122b-a10b"}  # Nemotron's Mamba2 is no GDN
+    assert len(gdn) == 3 and all(s.params["engine_args"] == {"gdn_prefill_backend": "triton"} for s in gdn)
+    assert all(s.id.endswith("/gdn_prefill_backend=triton") for s in gdn)
+    assert len({s.id for s in specs}) == len(specs) == 9
+
+
+def test_user_engine_args_apply_to_every_engine_cell(vllm026):
+    specs = plan_mod.build_plan(
+        _args("--kinds", "engine", "--models", "122b", "--engine-args", "gdn-prefill-backend=flashinfer")
+    )
+    # the user's own GDN choice replaces the automatic variant
+    assert [s.params["engine_args"] for s in specs] == [{"gdn_prefill_backend": "flashinfer"}] * 3
+
+
+@pytest.mark.parametrize("bad", ["gdn_prefill_backend", "=triton", "two words=x", "k="])
+def test_bad_engine_args_are_usage_errors(bad):
+    from probe.errors import UsageError
+
+    with pytest.raises(UsageError, match="KEY=VALUE"):
+        plan_mod.parse_engine_args(bad)

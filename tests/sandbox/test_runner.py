@@ -259,7 +259,7 @@ def test_parallel_jobs_respect_memory_budget(cfg):
     from probe.sandbox.memory import MemoryPolicy
 
     cfg.jobs = 3
-    cfg.memory = MemoryPolicy(budget_gib=10)
+    cfg.memory = MemoryPolicy(budget_gib=10, worker_overhead_gib=0)
     specs = [spec(f"m{i}", "sleepy", params={"s": 0.3, "mem_gib": 6}) for i in range(3)]
     specs += [spec(f"n{i}", "sleepy", params={"s": 0.3, "mem_gib": 1}) for i in range(3)]
     rep = run_cells(specs, cfg)
@@ -271,6 +271,17 @@ def test_parallel_jobs_respect_memory_budget(cfg):
     # the small cells did run alongside the big ones (-j 3 is used)
     small = [v for k, v in spans.items() if k.startswith("n")]
     assert any(s0 < e1 and s1 < e0 for (s0, e0) in small for (s1, e1) in big)
+
+
+def test_budget_counts_a_per_worker_overhead():
+    from probe.sandbox.memory import MemoryPolicy
+
+    pol = MemoryPolicy(budget_gib=140, worker_overhead_gib=6)
+    assert pol.fits(56, 0, 0)  # alone: always
+    assert pol.fits(56, 56, 1)  # 56 + 56 + 2 x 6 = 124
+    assert not pol.fits(20, 112, 2)  # 112 + 20 + 3 x 6 = 150 > 140
+    assert pol.fits(2, 112, 2)  # 112 + 2 + 18 = 132
+    assert not MemoryPolicy(budget_gib=140, worker_overhead_gib=0).fits(30, 112, 2)
 
 
 def test_unified_memory_limits_from_meminfo():
@@ -364,3 +375,25 @@ def test_timed_sections_exclude_other_cells_gpu_phases(cfg):
 def test_single_job_gets_no_gpu_lock(cfg):
     r = one(cfg, spec("g", "gpu_locked", params={"shared_s": 0.01, "exclusive_s": 0.01}))
     assert r.outcome is Outcome.OK and r.details["lock_dir"] is None
+
+
+def test_warm_worker_hands_back_the_cuda_cache_after_each_cell(cfg, tmp_path):
+    """After a cell that used CUDA the worker empties torch's cache (success or failure) and records
+    the cell's peak allocation; the next cell starts from fresh peak statistics."""
+    log = tmp_path / "calls.txt"
+    ok = {"log": str(log), "peak_bytes": 3 * 2**30}
+    rep = run_cells(
+        [
+            spec("a", "fake_torch_cell", params=ok),
+            spec("b", "fake_torch_cell", params={**ok, "fail": True}),
+        ],
+        cfg,
+    )
+    by = {r.id: r for r in rep.results}
+    assert by["a"].outcome is Outcome.OK and by["a"].details["gpu_peak_gib"] == 3.0
+    assert by["b"].outcome is not Outcome.OK and by["b"].worker == "warm"
+    calls = log.read_text().split()
+    # cell a: settle (peak, empty, reset); cell b: reset at start, then settle after the failure
+    assert calls.count("empty_cache") == 2
+    assert calls.count("max_memory_allocated") == 2
+    assert calls[-3:] == ["max_memory_allocated", "empty_cache", "reset_peak_memory_stats"]

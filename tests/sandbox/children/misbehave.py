@@ -185,3 +185,26 @@ def gpu_locked(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
         time.sleep(params.get("exclusive_s", 0.2))
         spans["exclusive"] = [t0, time.time()]
     return {"details": {"spans": spans, "lock_dir": os.environ.get(gpulock.ENV_VAR)}}
+
+
+def fake_torch_cell(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """Stands a fake ``torch`` with an initialised CUDA in sys.modules, as a real probe leaves it."""
+    import types
+
+    log = Path(params["log"])
+
+    def rec(name: str, value: Any = None) -> Any:
+        with log.open("a") as f:
+            f.write(name + "\n")
+        return value
+
+    cuda = types.SimpleNamespace(
+        is_initialized=lambda: True,
+        max_memory_allocated=lambda: rec("max_memory_allocated", int(params["peak_bytes"])),
+        empty_cache=lambda: rec("empty_cache"),
+        reset_peak_memory_stats=lambda: rec("reset_peak_memory_stats"),
+    )
+    sys.modules["torch"] = types.SimpleNamespace(cuda=cuda)  # type: ignore[assignment]
+    if params.get("fail"):
+        raise RuntimeError("cell failed after touching the GPU")
+    return {"details": {"pid": os.getpid()}}
