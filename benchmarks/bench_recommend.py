@@ -66,6 +66,14 @@ def main() -> int:
             f"r.configure_parser(p); sys.exit(r.execute(p.parse_args(['--model', '{args.model}', "
             f"'--matrix', '{args.matrix}'])))",
         ],
+        f"probe recommend --model {args.model} (default matrices/: the measured H200 answers)": [
+            sys.executable,
+            "-m",
+            "probe",
+            "recommend",
+            "--model",
+            args.model,
+        ],
         f"probe recommend --model {args.model} --json (default matrices/, --gpu sm_110a)": [
             sys.executable,
             "-m",

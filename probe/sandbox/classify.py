@@ -356,8 +356,11 @@ class LogScanner:
             "import" if out is Outcome.IMPORT_ERROR else self._phase_at(hit.line_no)
         )
         name = sig.id if sig is not None else f"exception:{hit.exc_type}"
+        # the root cause without its logger prefix (level, timestamp, pid): stable across runs, so
+        # `probe diff` / `gate` compare what failed, not when
+        cause = strip_prefixes(hit.text).strip() or hit.text
         return Verdict(
-            out, hit.text, self._hint(out, sig), phase, line_number=hit.line_no, signature=name, lines=self.n
+            out, cause, self._hint(out, sig), phase, line_number=hit.line_no, signature=name, lines=self.n
         )
 
     def verdict(

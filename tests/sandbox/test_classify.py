@@ -374,3 +374,21 @@ def test_cli_text_and_errors(tmp_path):
     assert p.returncode == 2
     p = _cli("-", "--exit-code", "137", "--json", stdin=b"Killed\n")
     assert json.loads(p.stdout)["outcome"] == "oom"
+
+
+def test_root_cause_drops_the_logger_prefix():
+    """vLLM 0.26 on H200, Qwen3.5 without FlashInfer: the same failure logged at two different times
+    must give the same root cause (diff / gate compare it)."""
+    causes = set()
+    for stamp in ("04:20:39", "04:21:12"):
+        log = (
+            f"WARNING 11-22 {stamp} [qwen_gdn_linear_attn.py:1085] ModuleNotFoundError: "
+            "No module named 'flashinfer'\n"
+            "Traceback (most recent call last):\n"
+            '  File "/tmp/site/vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py", line 174\n'
+            "ModuleNotFoundError: No module named 'flashinfer'\n"
+        )
+        v = classify_text(log, exit_code=1)
+        assert v.outcome.value == "import_error"
+        causes.add(v.root_cause)
+    assert causes == {"ModuleNotFoundError: No module named 'flashinfer'"}
