@@ -11,6 +11,7 @@ Exit: 0 answered; 2 usage error (unknown model / GPU); 3 no working pair in the 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
@@ -24,6 +25,15 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--tp", type=int, help="only evidence at this tensor-parallel degree")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _pair_label(ru: dict[str, Any]) -> str:
+    """'marlin + FLASH_ATTN (FA2)', 'auto + TRITON_ATTN, gdn_prefill_backend=triton'."""
+    label = f"{ru.get('moe_backend') or '-'} + {ru.get('attention_backend')}"
+    if ru.get("fa_version"):
+        label += f" (FA{ru['fa_version']})"
+    extra = ru.get("engine_args") or {}
+    return label + "".join(f", {k}={v}" for k, v in sorted(extra.items()))
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -62,17 +72,12 @@ def execute(args: argparse.Namespace) -> int:
             print(f"  {e['role']:10} {e['outcome']:15} [{e['source']}] {e['id']}{cause}{cite}")
         if r["speed"]:
             s = r["speed"]
-            ru = r["runner_up"]
             print(
-                f"  {s['ratio']:.2f}x vs the runner-up {ru['moe_backend'] or '-'} + "
-                f"{ru['attention_backend']} "
+                f"  {s['ratio']:.2f}x vs the runner-up {_pair_label(r['runner_up'])} "
                 f"({s['metric']}: {s['best']:g} vs {s['runner_up']:g})"
             )
         elif r["runner_up"]:
-            ru = r["runner_up"]
-            print(
-                f"  runner-up: {ru['moe_backend'] or '-'} + {ru['attention_backend']} (no timings to compare)"
-            )
+            print(f"  runner-up: {_pair_label(r['runner_up'])} (no timings to compare)")
     if r["warnings"]:
         print("warnings:")
         for w in r["warnings"]:

@@ -223,3 +223,14 @@ def test_every_engine_run_failed_is_said(tmp_path):
     assert "--gdn-prefill-backend" not in out["flags"]
     warn = [w for w in out["warnings"] if "every engine run of Qwen3.5-122B-A10B" in w]
     assert warn and "No module named 'flashinfer'" in warn[0]
+
+
+def test_runner_up_label_names_fa_version_and_engine_args():
+    from probe.cli.recommend import _pair_label
+
+    assert _pair_label({"moe_backend": "marlin", "attention_backend": "FLASH_ATTN", "fa_version": 2}) == (
+        "marlin + FLASH_ATTN (FA2)"
+    )
+    gdn = {"gdn_prefill_backend": "triton"}
+    got = _pair_label({"moe_backend": None, "attention_backend": "TRITON_ATTN", "engine_args": gdn})
+    assert got == "- + TRITON_ATTN, gdn_prefill_backend=triton"
