@@ -27,6 +27,26 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+RULED_OUT_SHOWN = 8
+
+
+def _ruled_out_digest(ruled: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """At most RULED_OUT_SHOWN ruled-out cells for the text view: field reports and crashes first,
+    then one cell per distinct root cause (a measured matrix refuses the same value at every shape)."""
+    rank = {"reported": 0, "measured": 1}
+    order = sorted(
+        ruled,
+        key=lambda e: (rank.get(e.get("source", ""), 2), e.get("outcome") == "unsupported", e.get("id", "")),
+    )
+    seen: set[str] = set()
+    first, rest = [], []
+    for e in order:
+        key = str(e.get("root_cause") or e.get("outcome"))
+        (rest if key in seen else first).append(e)
+        seen.add(key)
+    return (first + rest)[:RULED_OUT_SHOWN]
+
+
 def _pair_label(ru: dict[str, Any]) -> str:
     """'marlin + FLASH_ATTN (FA2)', 'auto + TRITON_ATTN, gdn_prefill_backend=triton'."""
     label = f"{ru.get('moe_backend') or '-'} + {ru.get('attention_backend')}"
@@ -66,10 +86,14 @@ def execute(args: argparse.Namespace) -> int:
         print("\n  " + (env + " " if env else "") + "vllm serve <model> " + shlex.join(r["flags"]))
         print(f"  (flags spelled for vLLM {r['flags_for_vllm']}{'' if r['vllm_version'] else ', assumed'})\n")
         print("why:")
-        for e in r["evidence"]:
+        ruled = [e for e in r["evidence"] if e["role"] == "ruled_out"]
+        shown = [e for e in r["evidence"] if e["role"] != "ruled_out"] + _ruled_out_digest(ruled)
+        for e in shown:
             cite = f" — {e['citation']}" if e.get("citation") else ""
             cause = f" ({e['root_cause']})" if e.get("root_cause") else ""
             print(f"  {e['role']:10} {e['outcome']:15} [{e['source']}] {e['id']}{cause}{cite}")
+        if len(ruled) > RULED_OUT_SHOWN:
+            print(f"  … and {len(ruled) - RULED_OUT_SHOWN} more ruled-out cells (--json lists them all)")
         if r["speed"]:
             s = r["speed"]
             print(

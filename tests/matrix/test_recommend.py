@@ -234,3 +234,15 @@ def test_runner_up_label_names_fa_version_and_engine_args():
     gdn = {"gdn_prefill_backend": "triton"}
     got = _pair_label({"moe_backend": None, "attention_backend": "TRITON_ATTN", "engine_args": gdn})
     assert got == "- + TRITON_ATTN, gdn_prefill_backend=triton"
+
+
+def test_text_view_digests_ruled_out_cells(probe_cli):
+    """The published H200 matrix rules out ~50 cells for 122b; the text shows one per distinct cause."""
+    r = probe_cli("recommend", "--model", "122b", "--matrix", str(ROOT / "matrices" / "measured"))
+    assert r.returncode == 0, r.stderr
+    ruled = [line for line in r.stdout.splitlines() if line.startswith("  ruled_out")]
+    assert 0 < len(ruled) <= 8 and "more ruled-out cells (--json lists them all)" in r.stdout
+    assert any("No module named 'flashinfer'" in line for line in ruled)  # the failed engine run
+    assert "--gdn-prefill-backend triton" in r.stdout
+    j = probe_cli("recommend", "--model", "122b", "--matrix", str(ROOT / "matrices" / "measured"), "--json")
+    assert sum(e["role"] == "ruled_out" for e in json.loads(j.stdout)["evidence"]) > len(ruled)
