@@ -52,7 +52,8 @@ class RecChange:
         if not r or not (r.get("attention_backend") or r.get("moe_backend")):
             return None
         fa = f" FA{r['fa_version']}" if r.get("fa_version") else ""
-        return f"{r.get('moe_backend') or '-'} + {r.get('attention_backend')}{fa}"
+        extra = "".join(f" {k}={v}" for k, v in sorted((r.get("engine_args") or {}).items()))
+        return f"{r.get('moe_backend') or '-'} + {r.get('attention_backend')}{fa}{extra}"
 
 
 @dataclass

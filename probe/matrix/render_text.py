@@ -39,6 +39,8 @@ def backend_label(c: Cell) -> str:
         label = c.backend or "-"
     if c.fa_version:
         label += f" (FA{c.fa_version})"
+    for key, value in sorted(c.engine_args.items()):
+        label += f" {key}={value}"
     return label
 
 

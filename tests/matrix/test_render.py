@@ -67,3 +67,18 @@ def test_fleet_renders(data_dir):
     assert html.count('data-cell-id="moe/cutlass/nvfp4/E=256/H=3072/I=1024/tp=1"') == 2
     again = merge([fleet, load_document(data_dir / "baseline.json")])
     assert len(again.columns) == 3 and again.columns[2].endswith("#2")
+
+
+def test_engine_args_tell_variants_apart():
+    from probe.matrix.compare import RecChange
+    from probe.matrix.render_text import backend_label
+    from probe.matrix.schema import Cell
+
+    plain = Cell(id="e1", kind="engine", moe_backend="marlin", attention_backend="TRITON_ATTN", outcome="ok")
+    gdn = plain.model_copy(update={"id": "e2", "engine_args": {"gdn_prefill_backend": "triton"}})
+    assert backend_label(plain) == "marlin+TRITON_ATTN"
+    assert backend_label(gdn) == "marlin+TRITON_ATTN gdn_prefill_backend=triton"
+    old = {"moe_backend": "marlin", "attention_backend": "TRITON_ATTN", "engine_args": {}}
+    new = {**old, "engine_args": {"gdn_prefill_backend": "triton"}}
+    rc = RecChange("122b", old, new)
+    assert rc.pair("old") != rc.pair("new") and rc.pair("new").endswith("gdn_prefill_backend=triton")
