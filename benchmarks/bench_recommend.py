@@ -47,18 +47,14 @@ def main() -> int:
     if not args.no_bytecode_cache:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = cache.name
+    model = args.model
+
+    def probe(*extra: str) -> list[str]:
+        return [sys.executable, "-m", "probe", "recommend", "--model", model, *extra]
+
     cases = {
         "python3 -c pass": [sys.executable, "-c", "pass"],
-        f"probe recommend --model {args.model} --matrix {args.matrix}": [
-            sys.executable,
-            "-m",
-            "probe",
-            "recommend",
-            "--model",
-            args.model,
-            "--matrix",
-            args.matrix,
-        ],
+        f"probe recommend --model {args.model} --matrix {args.matrix}": probe("--matrix", args.matrix),
         "the recommend verb alone (no other verb's parser built)": [
             sys.executable,
             "-c",
@@ -66,25 +62,10 @@ def main() -> int:
             f"r.configure_parser(p); sys.exit(r.execute(p.parse_args(['--model', '{args.model}', "
             f"'--matrix', '{args.matrix}'])))",
         ],
-        f"probe recommend --model {args.model} (default matrices/: the measured H200 answers)": [
-            sys.executable,
-            "-m",
-            "probe",
-            "recommend",
-            "--model",
-            args.model,
-        ],
-        f"probe recommend --model {args.model} --json (default matrices/, --gpu sm_110a)": [
-            sys.executable,
-            "-m",
-            "probe",
-            "recommend",
-            "--model",
-            args.model,
-            "--gpu",
-            "sm_110a",
-            "--json",
-        ],
+        f"probe recommend --model {args.model} (default matrices/: the measured H200 answers)": probe(),
+        f"probe recommend --model {args.model} --json (default matrices/, --gpu sm_110a)": probe(
+            "--gpu", "sm_110a", "--json"
+        ),
     }
     for name, cmd in cases.items():
         t = timed(cmd, args.runs, env)

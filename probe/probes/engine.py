@@ -95,18 +95,13 @@ def engine_kwargs(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _engine_value(text: Any) -> Any:
-    """'2048' -> 2048, 'true' -> True, '0.5' -> 0.5, anything else stays a string (as vLLM's CLI reads it)."""
+    """'2048' -> 2048, 'false' -> False, '0.5' -> 0.5, '{"a": 1}' -> dict; other text stays a string."""
     if not isinstance(text, str):
         return text
-    low = text.lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 def unknown_engine_args(names: Any) -> list[str]:
@@ -444,25 +439,7 @@ def _run_mla_attention(params: dict[str, Any], ctx: ProbeContext, details: dict[
             cfg[key] = 8  # the MoE is irrelevant to this cell; keep it small
     cfg["vocab_size"] = 2048
     details["degraded_note"] = "MLA: engine smoke check (finite logprobs), no SDPA reference"
-    built = _build_llm(cfg, params, ctx, details)
-    if isinstance(built, dict):
-        return built
-    llm, init_s = built
-    details["engine"] = llm.apply_model(_inspect)[0]
-    ctx.phase("generate")
-    out, problem, t = _generate_check(llm, cfg["vocab_size"], 8)
-    details.update(out)
-    _shutdown(llm)
-    timings = {"init_s": init_s, **t}
-    if problem:
-        return result("wrong_output", problem, timings=timings, details=details)
-    return result(
-        "ok",
-        None,
-        timings=timings,
-        details=details,
-        degraded=["MLA attention checked for finite output only (no SDPA reference)"],
-    )
+    return _build_and_generate(cfg, params, ctx, details, cfg["vocab_size"], 8, mla=True)
 
 
 def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
@@ -476,23 +453,36 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
         "config": {k: v for k, v in cfg.items() if k != "quantization_config"},
         "quantization_config": cfg.get("quantization_config"),
     }
+    vocab = int(text_config_of(cfg)["vocab_size"])
+    return _build_and_generate(cfg, params, ctx, details, vocab, int(params.get("tokens", 8)))
+
+
+def _build_and_generate(
+    cfg: dict[str, Any],
+    params: dict[str, Any],
+    ctx: ProbeContext,
+    details: dict[str, Any],
+    vocab: int,
+    tokens: int,
+    mla: bool = False,
+) -> dict[str, Any]:
+    """Start the engine, record what it built, generate, shut down; the cell's result."""
     built = _build_llm(cfg, params, ctx, details)
     if isinstance(built, dict):
         return built
     llm, init_s = built
     details["engine"] = llm.apply_model(_inspect)[0]
     ctx.phase("generate")
-    out, problem, t = _generate_check(
-        llm, int(text_config_of(cfg)["vocab_size"]), int(params.get("tokens", 8))
-    )
+    out, problem, t = _generate_check(llm, vocab, tokens)
     details.update(out)
     _shutdown(llm)
     timings = {"init_s": init_s, **t}
     if problem:
         return result("wrong_output", problem, timings=timings, details=details)
-    degraded = (
-        ["dummy weights give uniform logits: end-to-end run check, not a numeric check"]
-        if out.get("uniform_logits")
-        else []
-    )
+    if mla:
+        degraded = ["MLA attention checked for finite output only (no SDPA reference)"]
+    elif out.get("uniform_logits"):
+        degraded = ["dummy weights give uniform logits: end-to-end run check, not a numeric check"]
+    else:
+        degraded = []
     return result("ok", None, timings=timings, details=details, degraded=degraded)

@@ -169,6 +169,22 @@ def engine_variants(model: Any, user_args: dict[str, str]) -> list[dict[str, str
     return variants
 
 
+def _engine_backed_cell(cid: str, kind: Any, target: str, params: dict[str, Any]) -> CellSpec:
+    """An attention or engine cell: a whole ``vllm.LLM`` in its own process, which claims
+    ``gpu_memory_utilization`` of the device, so under ``-j N`` it runs with nothing beside it."""
+    from probe.probes.engine import ENGINE_ENV
+
+    return CellSpec(
+        id=cid,
+        kind=kind,
+        target=target,
+        params={**params, "exclusive": True},
+        env=dict(ENGINE_ENV),
+        timeout_s=600.0,
+        isolate=True,
+    )
+
+
 def _args_tag(engine_args: dict[str, str]) -> str:
     return "".join(f"/{k}={v}" for k, v in sorted(engine_args.items()))
 
@@ -229,8 +245,6 @@ def _moe_cell(backend: str, quant: str, shape: dict[str, int], model: str | None
 
 def build_plan(args: argparse.Namespace) -> list[CellSpec]:
     """All cells for the flags in ``args`` (see :func:`add_plan_arguments`)."""
-    from probe.probes.engine import ENGINE_ENV
-
     kinds = _csv(args.kinds)
     bad = [k for k in kinds if k not in KINDS]
     if bad or not kinds:
@@ -308,22 +322,13 @@ def build_plan(args: argparse.Namespace) -> list[CellSpec]:
                         "model": m.slug,
                         "mla": mla,
                         "mem_gib": 30.0,
-                        # a vLLM engine takes gpu_memory_utilization of the whole device: alone
-                        "exclusive": True,
                     }
                     fa_tag = f"/fa{fa}" if fa else ""
-                    add(
-                        CellSpec(
-                            id=f"attention/{b}{fa_tag}/h={a['num_heads']}/kv={a['num_kv_heads']}"
-                            f"/d={a['head_dim']}{'/mla' if mla else ''}",
-                            kind="attention",
-                            target=ATTN_TARGET,
-                            params=params,
-                            env=dict(ENGINE_ENV),
-                            timeout_s=600.0,
-                            isolate=True,
-                        )
+                    cid = (
+                        f"attention/{b}{fa_tag}/h={a['num_heads']}/kv={a['num_kv_heads']}"
+                        f"/d={a['head_dim']}{'/mla' if mla else ''}"
                     )
+                    add(_engine_backed_cell(cid, "attention", ATTN_TARGET, params))
     if "engine" in kinds:
         user_args = parse_engine_args(getattr(args, "engine_args", None))
         for m in models:
@@ -339,20 +344,10 @@ def build_plan(args: argparse.Namespace) -> list[CellSpec]:
                         "quant": quant,
                         "layers": args.engine_layers,
                         "mem_gib": 40.0,
-                        "exclusive": True,
                     }
                     if extra:
                         params["engine_args"] = extra
-                    add(
-                        CellSpec(
-                            id=f"engine/{m.slug}/{quant}/{moe_b}+{attn_b}{f'/fa{fa}' if fa else ''}"
-                            f"{_args_tag(extra)}",
-                            kind="engine",
-                            target=ENGINE_TARGET,
-                            params=params,
-                            env=dict(ENGINE_ENV),
-                            timeout_s=600.0,
-                            isolate=True,
-                        )
-                    )
+                    fa_tag = f"/fa{fa}" if fa else ""
+                    cid = f"engine/{m.slug}/{quant}/{moe_b}+{attn_b}{fa_tag}{_args_tag(extra)}"
+                    add(_engine_backed_cell(cid, "engine", ENGINE_TARGET, params))
     return list(specs.values())

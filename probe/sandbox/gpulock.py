@@ -48,53 +48,41 @@ def _fd(name: str) -> int | None:
     return fd
 
 
-def _enter(kind: str) -> None:
+@contextlib.contextmanager
+def _hold(kind: str) -> Iterator[float]:
     if _held:
         raise RuntimeError(f"gpu lock: {kind} requested while {_held[-1]} is held by this process")
-    _held.append(kind)
-
-
-@contextlib.contextmanager
-def gpu_shared() -> Iterator[float]:
-    """GPU work that may run beside other cells' work; yields the seconds waited for the lock."""
     gate, rw = _fd("gate"), _fd("rw")
-    _enter("shared")
+    _held.append(kind)
     try:
         if gate is None or rw is None:
             yield 0.0
             return
+        exclusive = kind == "exclusive"
         t0 = time.perf_counter()
-        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(gate, fcntl.LOCK_EX)  # the turnstile: a waiting exclusive holder keeps it closed
         try:
-            fcntl.flock(rw, fcntl.LOCK_SH)
-        finally:
+            fcntl.flock(rw, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        except BaseException:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+            raise
+        if not exclusive:  # a shared holder lets the next one through at once
             fcntl.flock(gate, fcntl.LOCK_UN)
         try:
             yield time.perf_counter() - t0
         finally:
             fcntl.flock(rw, fcntl.LOCK_UN)
+            if exclusive:
+                fcntl.flock(gate, fcntl.LOCK_UN)
     finally:
         _held.pop()
 
 
-@contextlib.contextmanager
-def gpu_exclusive() -> Iterator[float]:
+def gpu_shared() -> contextlib.AbstractContextManager[float]:
+    """GPU work that may run beside other cells' work; yields the seconds waited for the lock."""
+    return _hold("shared")
+
+
+def gpu_exclusive() -> contextlib.AbstractContextManager[float]:
     """A timed loop: the GPU holds no other cell's shared phase; yields the seconds waited."""
-    gate, rw = _fd("gate"), _fd("rw")
-    _enter("exclusive")
-    try:
-        if gate is None or rw is None:
-            yield 0.0
-            return
-        t0 = time.perf_counter()
-        fcntl.flock(gate, fcntl.LOCK_EX)
-        try:
-            fcntl.flock(rw, fcntl.LOCK_EX)
-            try:
-                yield time.perf_counter() - t0
-            finally:
-                fcntl.flock(rw, fcntl.LOCK_UN)
-        finally:
-            fcntl.flock(gate, fcntl.LOCK_UN)
-    finally:
-        _held.pop()
+    return _hold("exclusive")

@@ -122,7 +122,7 @@ class MemoryPolicy:
     reserve_frac: float = 0.15
     meminfo: dict[str, int] = field(default_factory=dict)
     #: per running cell, on top of its estimate. H200 + vLLM 0.26, -j 4: two E=512 MoE cells (estimate
-    #: 56 GiB, measured peak allocation 45-48 GiB) beside two small ones left 9 GiB of 140 free, so
+    #: 56 GiB, measured peak allocation 41-48 GiB) beside two small ones left 9 GiB of 140 free, so
     #: counting estimates alone admitted a cell that then went OOM
     worker_overhead_gib: float = 6.0
 
