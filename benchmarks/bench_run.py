@@ -28,7 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from probe.probes.plan import add_plan_arguments, build_plan
+from probe.cells import CellKind
+from probe.cli.plan_args import add_plan_arguments, build_plan_from_args
 from probe.sandbox.runner import RunnerConfig, run_cells
 
 
@@ -67,8 +68,12 @@ def main() -> int:
     ap.add_argument("--subset", type=int, default=24, help="cells compared warm vs isolated (default 24)")
     ap.add_argument("--skip-full", action="store_true", help="only the side-by-side subset")
     ap.add_argument("--skip-subset", action="store_true", help="only the full warm run")
-    ap.add_argument("--journal", default=None, help="also journal the full run here (a later "
-                    "`probe run --resume --journal PATH` then skips these cells)")
+    ap.add_argument(
+        "--journal",
+        default=None,
+        help="also journal the full run here (a later "
+        "`probe run --resume --journal PATH` then skips these cells)",
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.fresh_caches:
@@ -76,10 +81,10 @@ def main() -> int:
         os.environ["VLLM_CACHE_ROOT"] = root
         os.environ["TRITON_CACHE_DIR"] = str(Path(root) / "triton")
         os.environ["DG_JIT_CACHE_DIR"] = str(Path(root) / "deep_gemm")
-    specs = [s for s in build_plan(args) if s.kind == "moe"]
+    specs = [s for s in build_plan_from_args(args) if s.kind is CellKind.MOE]
     summary: dict = {"command": " ".join(sys.argv), "planned_moe_cells": len(specs)}
     prev = args.out / "bench_summary.json"
-    if args.skip_full and prev.is_file():   # a full run measured by an earlier call: keep its figures
+    if args.skip_full and prev.is_file():  # a full run measured by an earlier call: keep its figures
         old = json.loads(prev.read_text())
         summary.update({k: v for k, v in old.items() if k in ("full_warm", "planned_moe_cells")})
         summary["full_command"] = old.get("command")

@@ -15,7 +15,7 @@ Every measurement runs in a fresh child process, through a small wrapper process
 child's wall time and peak RSS (resource.getrusage(RUSAGE_CHILDREN).ru_maxrss), so one tool's
 memory never leaks into another's figure. probe runs with --no-cache (a cold scan: no result
 cache); the page cache is warmed by one untimed run of each tool first. Wheels are downloaded once
-and cached under ~/.cache/probe-tests (tests/arch_backends/wheels.py).
+and cached under ~/.cache/probe-tests (tests/arch/wheels.py).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.arch_backends import wheels  # noqa: E402
+from tests.arch import wheels  # noqa: E402
 
 _WRAPPER = r"""
 import json, resource, subprocess, sys, time
@@ -117,7 +117,8 @@ def inflate_floor(whl: Path, n: int) -> dict[str, float]:
     import time
     from concurrent.futures import ThreadPoolExecutor
 
-    from probe.arch.wheel import WHEEL_THREADS, _data_offset, inflater
+    from probe.arch.inflate import inflater
+    from probe.arch.wheel import WHEEL_THREADS, data_offset
 
     name, mod = inflater()
     with zipfile.ZipFile(whl) as zf:
@@ -126,7 +127,7 @@ def inflate_floor(whl: Path, n: int) -> dict[str, float]:
 
     def one(info: zipfile.ZipInfo) -> int:
         d = mod.decompressobj(-15)
-        pos = _data_offset(fd, info)
+        pos = data_offset(fd, info)
         end = pos + info.compress_size
         out = 0
         while pos < end:
@@ -229,7 +230,7 @@ def main() -> int:
                      f"{c['seconds']:.2f}", f"{c['peak_rss_kb'] / 1024:.0f}",
                      f"{c['seconds'] / p['seconds']:.0f}x", f"1/{c['peak_rss_kb'] / p['peak_rss_kb']:.1f}",
                      r["target"] + (f" ({c['note']})" if c.get("note") else "")])
-    from probe.arch.wheel import inflater
+    from probe.arch.inflate import inflater
 
     print(f"cuobjdump: {tool} ({version[-1] if version else '?'}); python {sys.version.split()[0]}; "
           f"{os.cpu_count()} CPUs; inflater {inflater()[0]}; load average {os.getloadavg()[0]:.2f}")

@@ -50,6 +50,16 @@ class UsageError(ProbeError):
     exit_code = EXIT_USAGE
 
 
+class OptionError(UsageError):
+    """A setting has a value that cannot be used. ``option`` names the setting (``kinds``,
+    ``slowdown``), never a command-line flag: the CLI words it as its own flag."""
+
+    def __init__(self, option: str, message: str, *, hint: str | None = None) -> None:
+        super().__init__(f"{option}: {message}", hint=hint)
+        self.option = option
+        self.detail = message
+
+
 class BadInputError(ProbeError):
     """An input file (matrix, journal, log, config.json) is unreadable or invalid."""
 

@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from probe import __version__
-from probe.arch.model import FileRecord
+from probe.arch.records import FileRecord
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,13 @@ def stat_key(path: str, kernels: bool, member: str = "") -> str | None:
     return json.dumps(
         [_FORMAT, __version__, bool(kernels), path, member, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev]
     )
+
+
+def _stored(record: FileRecord) -> dict[str, object]:
+    """What the cache keeps of a record: everything but the ``cached`` mark."""
+    d = record.to_dict()
+    del d["cached"]
+    return d
 
 
 class ScanCache:
@@ -94,35 +101,22 @@ class ScanCache:
                 return None
         return row[0] if row else None
 
-    def get(self, path: str, kernels: bool) -> FileRecord | None:
-        """The cached record of an unchanged file (marked ``cached``), or None."""
-        key = stat_key(path, kernels)
-        recs = self.get_many(key) if key else None
-        return recs[0] if recs and len(recs) == 1 else None
-
     def get_many(self, key: str) -> list[FileRecord] | None:
         raw = self._get_raw(key)
         if raw is None:
             return None
         try:
-            recs = [FileRecord.model_validate(r) for r in json.loads(raw)]
+            recs = [FileRecord.from_dict(r) for r in json.loads(raw)]
         except (ValueError, TypeError):
             return None
         for r in recs:
             r.cached = True
         return recs
 
-    def put(self, path: str, kernels: bool, record: FileRecord, key: str | None = None) -> None:
-        if record.error:
-            return
-        key = key or stat_key(path, kernels)
-        if key:
-            self.put_many(key, [record])
-
     def put_many(self, key: str, records: list[FileRecord]) -> None:
         if self._conn is None or any(r.error for r in records):
             return
-        value = json.dumps([r.model_dump(mode="json", exclude={"cached"}) for r in records])
+        value = json.dumps([_stored(r) for r in records])
         with self._lock:
             self._pending[key] = value
             if len(self._pending) >= 2000:

@@ -89,8 +89,9 @@ def decide(code: Code, gpu: Gpu) -> Decision:
     dev = gpu.sm
     if code.kind == "sass":
         if code.sm in gpu.legacy_sm:
-            return Decision(Verdict.SASS_COMPATIBLE, code,
-                            f"{code.label} is this GPU's pre-CUDA-13 name (sm_{dev})")
+            return Decision(
+                Verdict.SASS_COMPATIBLE, code, f"{code.label} is this GPU's pre-CUDA-13 name (sm_{dev})"
+            )
         if code.suffix == "a":
             if code.sm == dev:
                 return Decision(Verdict.SASS, code, f"{code.label} is arch-specific to sm_{dev}")
@@ -100,15 +101,17 @@ def decide(code: Code, gpu: Gpu) -> Decision:
             if dev in members:
                 v = Verdict.SASS if code.sm == dev else Verdict.SASS_COMPATIBLE
                 return Decision(v, code, f"{code.label} family covers sm_{dev}")
-            return Decision(Verdict.NONE, code,
-                            f"{code.label} family covers only {', '.join(f'sm_{m}' for m in members)}")
+            return Decision(
+                Verdict.NONE, code, f"{code.label} family covers only {', '.join(f'sm_{m}' for m in members)}"
+            )
         if code.sm // 10 != dev // 10:
             return Decision(Verdict.NONE, code, f"{code.label} SASS runs only on major {code.sm // 10}")
         if code.sm % 10 > dev % 10:
             return Decision(Verdict.NONE, code, f"{code.label} SASS needs minor >= {code.sm % 10}")
         if code.sm != dev and gpu.igpu_exact_sass_only:
-            return Decision(Verdict.NONE, code,
-                            f"integrated GPU sm_{dev} does not load dGPU SASS {code.label}")
+            return Decision(
+                Verdict.NONE, code, f"integrated GPU sm_{dev} does not load dGPU SASS {code.label}"
+            )
         if code.sm == dev:
             return Decision(Verdict.SASS, code, f"{code.label} SASS matches")
         return Decision(Verdict.SASS_COMPATIBLE, code, f"{code.label} SASS runs on sm_{dev} (same major)")
@@ -145,7 +148,8 @@ def best(codes: Iterable[Code], gpu: Gpu) -> Decision:
             rejected.append(d)
             continue
         if winner is None or (d.verdict.rank, d.code.sm if d.code else 0) > (
-            winner.verdict.rank, winner.code.sm if winner.code else 0
+            winner.verdict.rank,
+            winner.code.sm if winner.code else 0,
         ):
             winner = d
     if winner is not None:

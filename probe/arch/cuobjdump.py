@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from probe.arch.model import FileRecord, VerifyReport
+from probe.arch.records import FileRecord, VerifyReport
 
 log = logging.getLogger(__name__)
 
@@ -131,8 +131,10 @@ def compare(rec: FileRecord, tool: str, timeout: float = 600.0) -> list[dict[str
     want_elf, want_ptx = expected_listing(rec)
     out: list[dict[str, object]] = []
     with _on_disk(rec.path) as on_disk:  # a wheel member is extracted once for both listings
-        listings = [(what, want, run_listing(tool, on_disk, what, timeout))
-                    for what, want in (("elf", want_elf), ("ptx", want_ptx))]
+        listings = [
+            (what, want, run_listing(tool, on_disk, what, timeout))
+            for what, want in (("elf", want_elf), ("ptx", want_ptx))
+        ]
     for what, want, got in listings:
         a, b = Counter(want), Counter(got)
         if a != b:

@@ -19,11 +19,14 @@ attribute 0x09 (CUDA 13.x); the ``f`` suffix only shows in the ptxas command lin
 from __future__ import annotations
 
 import functools
-import os
 import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from probe.arch.records import Suffix
 
 ELF_MAGIC = b"\x7fELF"
 EM_CUDA = 190
@@ -60,12 +63,6 @@ class Reader:
     def __init__(self, read: ReadFn, size: int) -> None:
         self._read = read
         self.size = size
-
-    @classmethod
-    def from_fd(cls, fd: int, size: int | None = None) -> Reader:
-        if size is None:
-            size = os.fstat(fd).st_size
-        return cls(lambda off, n: os.pread(fd, n, off), size)
 
     @classmethod
     def from_buffer(cls, buf: bytes | bytearray | memoryview) -> Reader:
@@ -129,7 +126,7 @@ class CubinInfo:
     """What a cubin's own ELF says about its target."""
 
     sm: int
-    suffix: str  # "", "a" or "f"
+    suffix: Suffix
     abi_version: int  # 7 or 8 (other values are passed through)
     e_type: int  # 1 = ET_REL (-rdc object), 2 = ET_EXEC
     e_flags: int
@@ -347,7 +344,7 @@ def cubin_info(reader: Reader, hdr: ElfHeader | None = None) -> CubinInfo:
                 tk = int.from_bytes(data[d + 4 : d + 6], "little")
                 if tk:
                     toolkit = f"{tk // 10}.{tk % 10}"
-    suffix = "a" if arch_specific else ""
+    suffix: Suffix = "a" if arch_specific else ""
     if ptxas_arch and ptxas_arch.endswith("f") and not arch_specific:
         suffix = "f"
     elif ptxas_arch and ptxas_arch.endswith("a"):

@@ -13,8 +13,12 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from probe.arch.elf import ElfParseError, Reader
+
+if TYPE_CHECKING:
+    from probe.arch.records import Compression, Suffix
 
 FATBIN_MAGIC = 0xBA55ED50
 FATBIN_MAGIC_BYTES = b"\x50\xed\x55\xba"
@@ -64,7 +68,7 @@ class RawEntry:
     kind_code: int
     kind: str
     arch: int
-    suffix: str  # "", "a", "f"
+    suffix: Suffix
     major: int
     minor: int
     flags: int
@@ -78,7 +82,7 @@ class RawEntry:
     payload_length: int = 0  # bytes to read for the payload (compressed size when compressed)
 
     @property
-    def compression(self) -> str | None:
+    def compression(self) -> Compression | None:
         if self.flags & FLAG_ZSTD:
             return "zstd"
         if self.flags & FLAG_LZ4:
@@ -97,10 +101,6 @@ class RawEntry:
     def ptx_isa(self) -> str | None:
         return f"{self.major}.{self.minor}" if self.kind in ("ptx", "relocatable-ptx") else None
 
-    @property
-    def stored_size(self) -> int:
-        return self.padded_size
-
 
 @dataclass
 class WalkResult:
@@ -111,7 +111,7 @@ class WalkResult:
     spans: list[tuple[int, int]] = field(default_factory=list)  # (offset, size) of each container
 
 
-def _suffix(flags: int) -> str:
+def _suffix(flags: int) -> Suffix:
     if flags & FLAG_ARCH_SPECIFIC:
         return "a"
     if flags & FLAG_FAMILY:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from probe.arch.compat import Code, Decision, best
-from probe.arch.model import Entry, FileRecord, FileVerdict, TargetVerdict
+from probe.arch.records import Entry, FileRecord, FileVerdict, TargetVerdict
 
 if TYPE_CHECKING:
     from probe.catalog.gpus import Gpu
@@ -29,7 +29,7 @@ def entry_code(entry: Entry) -> Code | None:
     return Code(
         "sass" if entry.kind == "sass" else "ptx",
         entry.sm,
-        entry.suffix,  # type: ignore[arg-type]
+        entry.suffix,
         entry.ptx_isa,
     )
 
@@ -124,9 +124,13 @@ def file_verdicts(
         if tv is None:
             d = decide(codes, gpu)
             tv = memo[key] = TargetVerdict(
-                verdict=d.verdict.value, via=d.code.label if d.code else None, reason=d.reason,
-                min_driver=d.min_driver, containers_loadable=cov[0] if cov else None,
-                containers=cov[1] if cov else None)
+                verdict=d.verdict.value,
+                via=d.code.label if d.code else None,
+                reason=d.reason,
+                min_driver=d.min_driver,
+                containers_loadable=cov[0] if cov else None,
+                containers=cov[1] if cov else None,
+            )
         return tv
 
     whole: dict[tuple[str, ...], dict[str, TargetVerdict]] = {}  # single-container files by code set
@@ -144,14 +148,21 @@ def file_verdicts(
                 if sets is None:
                     cov = (1 if decide(codes, gpu).verdict.loadable else 0, 1)
                 else:
-                    cov = (sum(n for cs, n in sets.items() if decide(cs, gpu).verdict.loadable),
-                           sum(sets.values()))
+                    cov = (
+                        sum(n for cs, n in sets.items() if decide(cs, gpu).verdict.loadable),
+                        sum(sets.values()),
+                    )
                 by_target[gpu.label] = verdict(codes, gpu, cov)
             if simple:
                 whole[key] = by_target
         rows.append(FileVerdict(path=rec.path, targets=by_target))
         if per_kernel:
             for name, kc in kernel_codes(rec).items():
-                rows.append(FileVerdict(path=rec.path, kernel=name,
-                                        targets={g.label: verdict(tuple(kc), g, None) for g in gpus}))
+                rows.append(
+                    FileVerdict(
+                        path=rec.path,
+                        kernel=name,
+                        targets={g.label: verdict(tuple(kc), g, None) for g in gpus},
+                    )
+                )
     return rows

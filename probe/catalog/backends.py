@@ -105,15 +105,20 @@ class Requirement(BaseModel):
     check: Literal["code", "present", "jit", "pure-triton", "python"] = Field(
         description="code: the kernels must exist as loadable device code; present: the file must exist "
         "(host-only module); jit: compiled at first use unless a prebuilt module is found; "
-        "pure-triton / python: nothing compiled ahead of time")
+        "pure-triton / python: nothing compiled ahead of time"
+    )
     files: list[FileAlt] = Field(default_factory=list, description="alternatives, tried in order")
     kernels: str | list[str] | None = Field(
-        None, description="regex (re.search) over demangled or mangled kernel names; a list = alternatives "
+        None,
+        description="regex (re.search) over demangled or mangled kernel names; a list = alternatives "
         "the runtime dispatches between by arch (e.g. Marlin's 2-stage sm_75 vs 4-stage sm_80+ instances): "
-        "the best alternative counts")
+        "the best alternative counts",
+    )
     aggregate: Literal["all", "any"] = Field(
-        "all", description="all: every matching kernel/file must load (weakest wins); "
-        "any: a menu of cubins/kernels the runtime picks from (best wins)")
+        "all",
+        description="all: every matching kernel/file must load (weakest wins); "
+        "any: a menu of cubins/kernels the runtime picks from (best wins)",
+    )
     required: bool = True
     toolchain: str | None = Field(None, description="jit/pure-triton/python: what it needs at run time")
     if_missing: str | None = Field(None, description="what happens at run time when no file is found")
@@ -203,16 +208,14 @@ class BackendCatalog(BaseModel):
             raise ValueError(f"duplicate backend ids: {sorted(dup)}")
         return self
 
-    def by_id(self, backend_id: str) -> Backend | None:
-        return next((b for b in self.backends if b.id == backend_id), None)
-
     def select(self, names: list[str] | None) -> list[Backend]:
         """Backends whose id, name or label matches one of ``names`` (case-insensitive); all if None."""
         if not names:
             return list(self.backends)
         wanted = {n.lower() for n in names}
-        return [b for b in self.backends
-                if b.id.lower() in wanted or b.name.lower() in wanted or b.kind in wanted]
+        return [
+            b for b in self.backends if b.id.lower() in wanted or b.name.lower() in wanted or b.kind in wanted
+        ]
 
 
 @functools.cache

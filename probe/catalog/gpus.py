@@ -1,27 +1,35 @@
 """The GPU catalog (``probe/data/gpus.json``): compute capabilities, names, families, iGPU rules.
 
-Read with :mod:`json` and validated by hand rather than with pydantic: ``probe scan`` consults the
-catalog on its start-up path, and building pydantic models there costs more than a header scan of
-libtorch_cuda.so. A malformed file raises :class:`DataFileError` (a bug in probe).
+Typed named tuples, read with :mod:`json` and validated by hand rather than with pydantic: ``probe
+scan`` and ``probe recommend`` consult the catalog on their start-up paths, and building pydantic models
+there costs more than a header scan of libtorch_cuda.so. A malformed file raises :class:`DataFileError`
+(a bug in probe).
 """
 
-from __future__ import annotations
+# no ``from __future__ import annotations``: named tuples would compile every field's annotation string
 
 import functools
 import json
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from probe.errors import DataFileError, UsageError
 
-_GPU_FIELDS = {"sm", "names", "aliases", "integrated", "unified_memory", "memory_gib",
-               "igpu_exact_sass_only", "legacy_sm", "note"}
+_GPU_FIELDS = {
+    "sm",
+    "names",
+    "aliases",
+    "integrated",
+    "unified_memory",
+    "memory_gib",
+    "igpu_exact_sass_only",
+    "legacy_sm",
+    "note",
+}
 _TOP_FIELDS = {"schema_version", "sources", "families", "gpus", "ptx_isa_min_driver"}
 
 
-@dataclass(frozen=True, slots=True)
-class Gpu:
+class Gpu(NamedTuple):
     sm: int  # compute capability as major*10+minor, e.g. 110 for 11.0
     names: tuple[str, ...]
     aliases: tuple[str, ...] = ()
@@ -49,13 +57,12 @@ class Gpu:
         return f"sm_{self.sm}"
 
 
-@dataclass(frozen=True, slots=True)
-class GpuCatalog:
+class GpuCatalog(NamedTuple):
     schema_version: int
     sources: dict[str, str]
     families: dict[int, list[int]]
     gpus: tuple[Gpu, ...]
-    ptx_isa_min_driver: dict[str, str] = field(default_factory=dict)
+    ptx_isa_min_driver: dict[str, str] = {}
 
     def by_sm(self, sm: int) -> Gpu | None:
         return next((g for g in self.gpus if g.sm == sm), None)
@@ -94,9 +101,15 @@ def _gpu(raw: Any) -> Gpu:
     mem, note = raw.get("memory_gib"), raw.get("note")
     _check(mem is None or (isinstance(mem, (int, float)) and mem > 0), f"sm_{sm}: memory_gib")
     _check(note is None or isinstance(note, str), f"sm_{sm}: note is text")
-    return Gpu(sm=sm, names=names, aliases=_strs(raw.get("aliases", []), f"sm_{sm} aliases"),
-               memory_gib=mem, legacy_sm=_ints(raw.get("legacy_sm", []), f"sm_{sm} legacy_sm"),
-               note=note, **flags)
+    return Gpu(
+        sm=sm,
+        names=names,
+        aliases=_strs(raw.get("aliases", []), f"sm_{sm} aliases"),
+        memory_gib=mem,
+        legacy_sm=_ints(raw.get("legacy_sm", []), f"sm_{sm} legacy_sm"),
+        note=note,
+        **flags,
+    )
 
 
 def validate(raw: Any) -> GpuCatalog:
@@ -121,8 +134,9 @@ def validate(raw: Any) -> GpuCatalog:
     _check(isinstance(ptx, dict) and all(isinstance(v, str) for v in ptx.values()), "ptx_isa_min_driver")
     sources = raw.get("sources") or {}
     _check(isinstance(sources, dict), "sources is an object")
-    return GpuCatalog(schema_version=1, sources=dict(sources), families=families, gpus=gpus,
-                      ptx_isa_min_driver=dict(ptx))
+    return GpuCatalog(
+        schema_version=1, sources=dict(sources), families=families, gpus=gpus, ptx_isa_min_driver=dict(ptx)
+    )
 
 
 @functools.cache
@@ -164,5 +178,7 @@ def parse_target(text: str) -> Gpu:
         if key in names:
             return gpu
     known = ", ".join(f"sm_{g.sm}" for g in cat.gpus)
-    raise UsageError(f"unknown GPU target {raw!r}",
-                     hint=f"use a compute capability such as sm_110a or 12.0; known: {known}")
+    raise UsageError(
+        f"unknown GPU target {raw!r}",
+        hint=f"use a compute capability such as sm_110a or 12.0; known: {known}",
+    )

@@ -33,11 +33,11 @@ def _compile(pattern: str, ignore_case: bool = True) -> re.Pattern[str]:
 
 
 try:  # Python >= 3.11
-    from re import _constants as _sre_c  # type: ignore[attr-defined]
-    from re import _parser as _sre_p  # type: ignore[attr-defined]
+    from re import _constants as _sre_c  # type: ignore[attr-defined, unused-ignore]
+    from re import _parser as _sre_p  # type: ignore[attr-defined, unused-ignore]
 except ImportError:  # Python 3.10
-    import sre_constants as _sre_c  # type: ignore[no-redef]
-    import sre_parse as _sre_p  # type: ignore[no-redef]
+    import sre_constants as _sre_c  # type: ignore[no-redef, unused-ignore]
+    import sre_parse as _sre_p  # type: ignore[no-redef, unused-ignore]
 
 _MIN_LITERAL = 3
 

@@ -59,6 +59,7 @@ def execute(args: argparse.Namespace) -> int:
     import json
     import os
 
+    from probe.cli.flags import with_flag_errors
     from probe.matrix.gate import gate_junit, gate_markdown, github_annotations, run_gate
     from probe.matrix.io import load_matrix, write_text_atomic
 
@@ -68,13 +69,15 @@ def execute(args: argparse.Namespace) -> int:
         from probe.catalog.models import resolve_model
 
         models = [resolve_model(m.strip()).name for m in args.models.split(",") if m.strip()]
-    rep = run_gate(
-        baseline,
-        current,
-        models=models,
-        required=args.require_arch,
-        slowdown=args.slowdown,
-        max_missing=args.max_missing,
+    rep = with_flag_errors(
+        lambda: run_gate(
+            baseline,
+            current,
+            models=models,
+            required=args.require_arch,
+            slowdown=args.slowdown,
+            max_missing=args.max_missing,
+        )
     )
     md = gate_markdown(rep, baseline, current)
     if args.junit:

@@ -26,6 +26,7 @@ VERBS: dict[str, str] = {
     "recommend": "print the vLLM flags that work for a model on a GPU, with the evidence",
     "models": "list model profiles, or show one (name, alias, config.json, cached HF id)",
     "gpus": "list the GPU catalog (compute capabilities, families, iGPU rules)",
+    "predict": "ask the installed vLLM's own selection code which backends it accepts, per GPU x model",
 }
 
 
@@ -55,8 +56,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             sub.add_parser(name, help=help_text)
             continue
         module = importlib.import_module(f"probe.cli.{name}")
-        p = sub.add_parser(name, help=help_text, description=module.__doc__,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(
+            name,
+            help=help_text,
+            description=module.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         module.configure_parser(p)
         p.set_defaults(_module=module)
     return parser
@@ -90,8 +95,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bug in probe: say so plainly, keep the traceback behind --debug
         if args.debug:
             raise
-        print(f"probe {args.verb}: internal error: {type(exc).__name__}: {exc}\n"
-              "  (this is a bug in probe; re-run with --debug for the traceback)", file=sys.stderr)
+        print(
+            f"probe {args.verb}: internal error: {type(exc).__name__}: {exc}\n"
+            "  (this is a bug in probe; re-run with --debug for the traceback)",
+            file=sys.stderr,
+        )
         return EXIT_INFRA
 
 

@@ -1,4 +1,5 @@
-"""Merge matrices from several GPUs / images into one fleet document (one column per matrix).
+"""Merge matrices from several GPUs / images into one fleet document (one column per GPU + image;
+runs of the same GPU and image are unioned into one column).
 
 Example:  probe merge thor.json h100.json spark.json -o fleet.json && probe show fleet.json --format html
 """
@@ -14,11 +15,11 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from probe.matrix.build import write_matrix
-    from probe.matrix.io import load_document
+    from probe.matrix.io import load_document, write_document
     from probe.matrix.merge import merge
 
     fleet = merge([load_document(p) for p in args.matrices])
-    write_matrix(fleet, args.output)
-    print(f"probe merge: {len(fleet.columns)} columns -> {args.output}: " + "; ".join(fleet.columns))
+    write_document(fleet, args.output)
+    n = len(fleet.columns)
+    print(f"probe merge: {n} column{'s' if n != 1 else ''} -> {args.output}: " + "; ".join(fleet.columns))
     return 0

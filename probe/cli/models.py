@@ -23,16 +23,14 @@ def execute(args: argparse.Namespace) -> int:
 
     if args.model:
         prof = resolve_model(args.model)
-        data = prof.model_dump(mode="json")
+        data = prof.to_dict()
         data["moe_shape"] = prof.moe_shape(args.tp)
         data["attention_shape"] = prof.attention_shape(args.tp)
         print(json.dumps(data, indent=1))
         return 0
     profs = load_profiles()
     if args.json:
-        print(
-            json.dumps({"schema_version": 1, "models": [p.model_dump(mode="json") for p in profs]}, indent=1)
-        )
+        print(json.dumps({"schema_version": 1, "models": [p.to_dict() for p in profs]}, indent=1))
         return 0
     rows = []
     for p in profs:

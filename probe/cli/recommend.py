@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from probe.catalog.quants import QUANTS
+
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="profile name / alias (122b), HF id, config.json or folder")
@@ -20,7 +22,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", help="target GPU (sm_110a, 12.0, thor, H100); default: the measured matrix's GPU")
     p.add_argument(
         "--quant",
-        choices=("bf16", "fp8", "fp8_block", "nvfp4", "int4_w4a16", "mxfp4"),
+        choices=QUANTS,
         help="quant format (default: the profile's)",
     )
     p.add_argument("--tp", type=int, help="only evidence at this tensor-parallel degree")
@@ -39,7 +41,8 @@ def _ruled_out_digest(ruled: list[dict[str, Any]]) -> list[dict[str, Any]]:
         key=lambda e: (rank.get(e.get("source", ""), 2), e.get("outcome") == "unsupported", e.get("id", "")),
     )
     seen: set[str] = set()
-    first, rest = [], []
+    first: list[dict[str, Any]] = []
+    rest: list[dict[str, Any]] = []
     for e in order:
         key = str(e.get("root_cause") or e.get("outcome"))
         (rest if key in seen else first).append(e)
@@ -62,16 +65,17 @@ def execute(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from probe.errors import EXIT_NOTHING_TO_COMPARE
-    from probe.recommend.engine import recommend
+    from probe.recommend.recommender import recommend
 
-    r = recommend(
+    rec = recommend(
         args.model,
         matrices=[Path(m) for m in args.matrix] if args.matrix else None,
         gpu=args.gpu,
         quant=args.quant,
         tp=args.tp,
     )
-    found = bool(r["attention_backend"] or r["moe_backend"])
+    r = rec.to_dict()
+    found = rec.found
     if args.json:
         print(json.dumps(r, indent=1))
         return 0 if found else EXIT_NOTHING_TO_COMPARE

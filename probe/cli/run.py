@@ -19,7 +19,15 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from probe.cli.plan_args import add_plan_arguments, build_plan_from_args
+
+if TYPE_CHECKING:
+    from probe.cells import CellResult, CellSpec
+    from probe.sandbox.journal import Journal
+    from probe.sandbox.memory import MemoryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -42,17 +50,6 @@ def _positive_int(text: str) -> int:
     if v < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1: {text!r}")
     return v
-
-
-def _plan_module() -> Any:
-    import importlib
-
-    try:
-        return importlib.import_module("probe.probes.plan")
-    except ModuleNotFoundError as exc:
-        if exc.name in ("probe.probes", "probe.probes.plan"):
-            return None
-        raise
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
@@ -106,8 +103,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="re-run a cell that crashed a warm worker once in a fresh child and record that result",
     )
-    g.add_argument("-o", "--output", default=None, metavar="MATRIX.json",
-                   help="write the matrix here at the end")
+    g.add_argument(
+        "-o", "--output", default=None, metavar="MATRIX.json", help="write the matrix here at the end"
+    )
     g.add_argument("--image", default=None, metavar="NAME", help="name of the image under test (provenance)")
     g.add_argument(
         "--plan-file",
@@ -115,12 +113,10 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         metavar="CELLS.json",
         help="run these cells (a JSON list of CellSpec objects) instead of the built-in plan",
     )
-    mod = _plan_module()
-    if mod is not None and hasattr(mod, "add_plan_arguments"):
-        mod.add_plan_arguments(p.add_argument_group("plan"))
+    add_plan_arguments(p.add_argument_group("plan"))
 
 
-def _load_plan_file(path: str) -> list[Any]:
+def _load_plan_file(path: str) -> list[CellSpec]:
     import json
 
     from pydantic import ValidationError
@@ -144,21 +140,13 @@ def _load_plan_file(path: str) -> list[Any]:
         raise BadInputError(f"plan file {path} has an invalid cell: {exc}")
 
 
-def _build_plan(args: argparse.Namespace) -> list[Any]:
-    from probe.errors import UsageError
-
+def _build_plan(args: argparse.Namespace) -> list[CellSpec]:
     if args.plan_file:
         return _load_plan_file(args.plan_file)
-    mod = _plan_module()
-    if mod is None or not hasattr(mod, "build_plan"):
-        raise UsageError(
-            "this probe has no built-in plan (probe.probes.plan is missing)",
-            hint="pass --plan-file CELLS.json",
-        )
-    return list(mod.build_plan(args))
+    return build_plan_from_args(args)
 
 
-def _memory_policy(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+def _memory_policy(args: argparse.Namespace) -> tuple[MemoryPolicy, dict[str, Any]]:
     from dataclasses import asdict
 
     from probe.sandbox.memory import MemoryPolicy, detect_device_memory
@@ -174,25 +162,20 @@ def _memory_policy(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     return policy, {k: v for k, v in asdict(dev).items() if v is not None}
 
 
-def execute(args: argparse.Namespace) -> int:
+def _open_journal(
+    args: argparse.Namespace, specs: list[CellSpec], device: dict[str, Any]
+) -> tuple[Journal, str]:
+    """The journal (new, or resumed) and the run id its cells' processes carry."""
     import platform
     import uuid
-    from collections import Counter
-    from datetime import datetime, timezone
 
-    from probe.errors import EXIT_OK, EXIT_PARTIAL, InfraError, UsageError
+    from probe.errors import InfraError
     from probe.sandbox import procs
     from probe.sandbox.journal import Journal, plan_hash
-    from probe.sandbox.runner import RunnerConfig, raise_nofile_limit, run_cells
 
-    specs = _build_plan(args)
-    if not specs:
-        raise UsageError("the plan is empty: nothing to run")
-    policy, device = _memory_policy(args)
-    phash = plan_hash(specs)
     run_meta = {
         "run_id": uuid.uuid4().hex[:12],
-        "plan_hash": phash,
+        "plan_hash": plan_hash(specs),
         "image": args.image,
         "host": platform.node(),
         "device": device,
@@ -201,12 +184,60 @@ def execute(args: argparse.Namespace) -> int:
     try:
         journal = Journal.open(args.journal, resume=args.resume, run_meta=run_meta)
     except OSError as exc:
-        raise InfraError(f"cannot write the journal {args.journal}: {exc}")
-    run_id = journal.run_id or run_meta["run_id"]
+        raise InfraError(f"cannot write the journal {args.journal}: {exc}") from exc
+    run_id = journal.run_id or str(run_meta["run_id"])
     if args.resume:
         left = procs.kill_strays(f"{run_id}-", prefix=True)
         if left:
             log.warning("killed %d process(es) left over from the interrupted run %s", len(left), run_id)
+    return journal, run_id
+
+
+def _progress(todo: int) -> Callable[[CellResult], None]:
+    count = [0]
+
+    def progress(r: CellResult) -> None:
+        count[0] += 1
+        extra = f"  {r.root_cause[:100]}" if r.root_cause and r.outcome.value != "ok" else ""
+        print(
+            f"[{count[0]}/{todo}] {r.id}: {r.outcome.value}{' (degraded)' if r.degraded else ''} "
+            f"{r.wall_s:.1f}s{extra}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return progress
+
+
+def _print_summary(results: list[CellResult], planned: int, journal_path: str) -> None:
+    from collections import Counter
+
+    tally = Counter(r.outcome.value for r in results)
+    print(
+        f"{len(results)}/{planned} cells recorded in {journal_path}: "
+        + ", ".join(f"{k} {v}" for k, v in sorted(tally.items()))
+    )
+    flagged = [r.id for r in results if r.details.get("probe_error")]
+    if flagged:
+        print(
+            f"{len(flagged)} cell(s) failed inside probe's own code (details.probe_error; most likely "
+            f"probe bugs, please report them): {', '.join(flagged[:10])}"
+            + (" ..." if len(flagged) > 10 else "")
+        )
+
+
+def execute(args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
+    from probe.errors import EXIT_OK, EXIT_PARTIAL, InfraError, UsageError
+    from probe.sandbox.journal import plan_hash
+    from probe.sandbox.runner import RunnerConfig, raise_nofile_limit, run_cells
+
+    specs = _build_plan(args)
+    if not specs:
+        raise UsageError("the plan is empty: nothing to run")
+    policy, device = _memory_policy(args)
+    journal, run_id = _open_journal(args, specs, device)
     raise_nofile_limit()
     cfg = RunnerConfig(
         jobs=args.jobs,
@@ -217,47 +248,20 @@ def execute(args: argparse.Namespace) -> int:
         memory=policy,
         run_id=run_id,
     )
-    todo = sum(1 for s in specs if s.id not in journal.done_ids)
-    count = [0]
-
-    def progress(r: Any) -> None:
-        count[0] += 1
-        extra = f"  {r.root_cause[:100]}" if r.root_cause and r.outcome.value != "ok" else ""
-        print(
-            f"[{count[0]}/{todo}] {r.id}: {r.outcome.value}{' (degraded)' if r.degraded else ''} "
-            f"{r.wall_s:.1f}s{extra}",
-            file=sys.stderr,
-            flush=True,
-        )
-
+    progress = _progress(sum(1 for s in specs if s.id not in journal.done_ids))
     started = journal.header.get("started_at") or datetime.now(timezone.utc).isoformat(timespec="seconds")
     try:
         report = run_cells(specs, cfg, journal=journal, on_result=progress)
     except OSError as exc:
-        raise InfraError(f"the runner failed: {exc}")
+        raise InfraError(f"the runner failed: {exc}") from exc
     finally:
         journal.close()
     plan_ids = {s.id for s in specs}
     results = [r for r in journal.results if r.id in plan_ids]
-    tally = Counter(r.outcome.value for r in results)
-    print(
-        f"{len(results)}/{len(specs)} cells recorded in {args.journal}: "
-        + ", ".join(f"{k} {v}" for k, v in sorted(tally.items()))
-    )
-    flagged = [r.id for r in results if r.details.get("probe_error")]
-    if flagged:
-        print(
-            f"{len(flagged)} cell(s) failed inside probe's own code (details.probe_error; most likely "
-            f"probe bugs, please report them): {', '.join(flagged[:10])}"
-            + (" ..." if len(flagged) > 10 else "")
-        )
+    _print_summary(results, len(specs), args.journal)
     if args.output:
-        _write_matrix(
-            args,
-            results,
-            len(specs),
-            note=f"probe run {run_id}; plan {phash}; journal {args.journal}; started {started}",
-        )
+        note = f"probe run {run_id}; plan {plan_hash(specs)}; journal {args.journal}; started {started}"
+        _write_matrix(args, results, len(specs), note=note)
     if report.not_run:
         for cid, why in list(report.not_run.items())[:20]:
             print(f"not run: {cid}: {why}", file=sys.stderr)
@@ -265,26 +269,11 @@ def execute(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _write_matrix(args: argparse.Namespace, results: list[Any], planned: int, note: str) -> None:
-    import importlib
+def _write_matrix(args: argparse.Namespace, results: list[CellResult], planned: int, note: str) -> None:
+    from probe.matrix.build import build_matrix, collect_provenance, write_matrix
 
-    from probe.errors import InfraError
-
-    try:
-        build = importlib.import_module("probe.matrix.build")
-    except ModuleNotFoundError as exc:
-        if exc.name not in ("probe.matrix", "probe.matrix.build"):
-            raise
-        raise InfraError(
-            "cannot build the matrix: probe.matrix.build is missing from this checkout",
-            hint=f"the results are in the journal {args.journal}",
-        )
-    provenance: dict[str, Any] = (
-        build.collect_provenance(args.image)
-        if hasattr(build, "collect_provenance")
-        else {"image": args.image}
-    )
+    provenance = collect_provenance(args.image)
     provenance["note"] = note
-    matrix = build.build_matrix(results, provenance=provenance, static=None, cells_planned=planned)
-    build.write_matrix(matrix, args.output)
+    matrix = build_matrix(results, provenance=provenance, static=None, cells_planned=planned)
+    write_matrix(matrix, args.output)
     print(f"matrix written to {args.output}")

@@ -11,6 +11,7 @@ Examples:
   probe scan --target sm_110a --target sm_120 /path/to/site-packages
   probe scan vllm-0.33.0-cp38-abi3-manylinux_2_31_x86_64.whl --kernels --json
   probe scan --python /opt/venv/bin/python --caches --all-targets --format md
+  probe scan image.tar --platform linux/arm64  # docker save / OCI tarball or layout folder
 
 Exit codes: 0 all files read, 5 some files could not be read (listed, counted), 2 bad arguments.
 """
@@ -27,9 +28,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from probe.arch.model import ScanReport
+    from probe.arch.records import ScanReport, TargetSource, TargetVerdict
     from probe.catalog.gpus import Gpu
-
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
@@ -58,6 +58,11 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         help="target GPU (sm_110a, 12.0, H100 ...); repeatable",
     )
     p.add_argument("--all-targets", action="store_true", help="every GPU of the catalog")
+    p.add_argument(
+        "--platform",
+        metavar="OS/ARCH[/VARIANT]",
+        help="image inputs: which image of a multi-platform index (e.g. linux/arm64)",
+    )
     p.add_argument("--format", choices=("table", "md", "json"), default="table")
     p.add_argument("--json", action="store_true", help="same as --format json")
     p.add_argument(
@@ -77,7 +82,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     )
 
 
-def resolve_targets(args: argparse.Namespace) -> tuple[list[Gpu], str]:
+def resolve_targets(args: argparse.Namespace) -> tuple[list[Gpu], TargetSource]:
     from probe.arch.localgpu import local_gpus
     from probe.catalog.gpus import catalog, parse_target
 
@@ -94,7 +99,7 @@ def resolve_targets(args: argparse.Namespace) -> tuple[list[Gpu], str]:
     if not args.all_targets:
         local = local_gpus()
         if local:
-            gpus = {}
+            gpus: dict[int, Gpu] = {}
             for lg in local:
                 gpus.setdefault(lg.sm, parse_target(f"sm_{lg.sm}"))
             return list(gpus.values()), "local-gpu"
@@ -116,12 +121,12 @@ def execute(args: argparse.Namespace) -> int:
     if args.schema:
         import json
 
-        from probe.arch.schema import json_schema
+        from probe.arch.records import json_schema
 
         _write(args.output, json.dumps(json_schema(), indent=1) + "\n")
         return EXIT_OK
 
-    from probe.arch.scan import build_report, cache_roots, default_roots, scan_paths
+    from probe.arch.scan import build_report, scan_paths
 
     if args.json:
         args.format = "json"
@@ -129,7 +134,51 @@ def execute(args: argparse.Namespace) -> int:
         raise UsageError("--jobs must be >= 1")
     gpus, source = resolve_targets(args)
 
-    roots: list[str] = []
+    roots, labels = _roots(args)
+    t0 = time.perf_counter()
+    files = scan_paths(
+        roots,
+        kernels=args.kernels,
+        use_cache=not args.no_cache,
+        jobs=args.jobs,
+        labels=labels,
+        platform=args.platform,
+    )
+    report = build_report(
+        files, gpus, source=source, per_kernel=args.kernels, roots=roots, seconds=time.perf_counter() - t0
+    )
+    if args.verify_with_cuobjdump:
+        from probe.arch.cuobjdump import verify_files
+
+        report.verify = verify_files(report.files)
+
+    backend_rows = _backend_view(report, gpus) if args.backends else None
+    if args.format == "json":  # written piece by piece: a --kernels report can be 100+ MB
+        from probe.arch.jsonout import iter_json_lines
+
+        if backend_rows is not None:
+            report.backends = backend_rows
+        _write(args.output, iter_json_lines(report), "\n")
+    else:
+        text = render(
+            report,
+            args.format,
+            gpus,
+            kernels=args.kernels,
+            all_files=args.all_files,
+            backend_rows=backend_rows,
+        )
+        _write(args.output, text)
+    partial = report.summary.errors > 0 or bool(
+        report.verify and (report.verify.disagreements or report.verify.errors)
+    )
+    return EXIT_PARTIAL if partial else EXIT_OK
+
+
+def _roots(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
+    """The folders / files to scan, and the package label of each cache folder among them."""
+    from probe.arch.scan import cache_roots, default_roots
+
     labels: dict[str, str] = {}
     if args.paths:
         roots = [os.path.abspath(p) for p in args.paths]
@@ -143,34 +192,7 @@ def execute(args: argparse.Namespace) -> int:
             if d not in roots:
                 roots.append(d)
             labels[d] = label
-
-    t0 = time.perf_counter()
-    files = scan_paths(
-        roots, kernels=args.kernels, use_cache=not args.no_cache, jobs=args.jobs, labels=labels
-    )
-    report = build_report(
-        files, gpus, source=source, per_kernel=args.kernels, roots=roots, seconds=time.perf_counter() - t0
-    )
-    if args.verify_with_cuobjdump:
-        from probe.arch.cuobjdump import verify_files
-
-        report.verify = verify_files(report.files)
-
-    backend_rows = _backend_view(report, gpus) if args.backends else None
-    if args.format == "json":  # written piece by piece: a --kernels report can be 100+ MB
-        from probe.arch.model import iter_json_lines
-
-        if backend_rows is not None:
-            report.backends = backend_rows
-        _write(args.output, iter_json_lines(report), "\n")
-    else:
-        text = render(report, args.format, gpus, kernels=args.kernels, all_files=args.all_files,
-                      backend_rows=backend_rows)
-        _write(args.output, text)
-    partial = report.summary.errors > 0 or bool(
-        report.verify and (report.verify.disagreements or report.verify.errors)
-    )
-    return EXIT_PARTIAL if partial else EXIT_OK
+    return roots, labels
 
 
 def _write(output: str | None, text: str | Iterable[str], end: str = "") -> None:
@@ -227,21 +249,74 @@ def render(
     all_files: bool = False,
     backend_rows: Any = None,
 ) -> str:
+    """The report as text: ``json`` (one file / verdict row per line), ``md`` or ``table``."""
     if fmt == "json":
         if backend_rows is not None:
             report.backends = backend_rows
-        from probe.arch.model import dumps
+        from probe.arch.jsonout import dumps
 
         # one file / verdict row per line, each written by json's C encoder
         return dumps(report, lines=True) + "\n"
-    from tabulate import tabulate
-
-    from probe.arch.verdicts import file_codes
-
-    tablefmt = "github" if fmt == "md" else "simple"
+    md = fmt == "md"
+    tablefmt = "github" if md else "simple"
     verdict = {(v.path, t, v.kernel): tv for v in report.verdicts for t, tv in v.targets.items()}
     targets = [g.label for g in gpus]
-    out: list[str] = []
+    out = [_files_block(report, verdict, targets, tablefmt, all_files)]
+    if kernels and (block := _kernels_block(report, verdict, targets, tablefmt)):
+        out.append(block)
+    if backend_rows:
+        out.append(
+            backend_rows
+            if isinstance(backend_rows, str)
+            else _titled(md, "Backends", _table(backend_rows, "keys", tablefmt))
+        )
+    errors = [[_display_path(f.path, report.roots), f.error] for f in report.files if f.error]
+    if errors:
+        out.append(_titled(md, "Errors", _table(errors, ["file", "error"], tablefmt)))
+    if report.verify is not None:
+        out.append(_render_verify(report, tablefmt))
+    out.append(_summary_line(report))
+    out.append(
+        "verdicts: sass = exact SASS, sass-compatible = SASS of the same major / family, "
+        "ptx-jit = PTX JIT-compiled at first load, none = no kernel image (error 209); "
+        "n/m = containers loadable."
+    )
+    return "\n\n".join(out) + "\n"
+
+
+_VerdictIndex = dict[tuple[str, str, "str | None"], "TargetVerdict"]
+
+
+def _table(rows: Any, headers: Any, tablefmt: str) -> str:
+    from tabulate import tabulate
+
+    return str(tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True))
+
+
+def _titled(md: bool, title: str, text: str) -> str:
+    return f"## {title}\n\n{text}" if md else text
+
+
+def _verdict_cell(v: TargetVerdict | None) -> str:
+    """``sass``, or ``sass 3/5`` when only some containers hold code for the target."""
+    if v is None:
+        return "none"
+    cell: str = v.verdict
+    if (
+        v.containers
+        and v.containers_loadable is not None
+        and v.verdict != "none"
+        and v.containers_loadable < v.containers
+    ):
+        cell += f" {v.containers_loadable}/{v.containers}"
+    return cell
+
+
+def _files_block(
+    report: ScanReport, verdict: _VerdictIndex, targets: list[str], tablefmt: str, all_files: bool
+) -> str:
+    from probe.arch.verdicts import file_codes
+
     rows = []
     for f in report.files:
         if not f.entries and not all_files:
@@ -253,86 +328,42 @@ def render(
         row = [_display_path(f.path, report.roots), f.package or "-", sass, ptx]
         if other:
             row[3] += f" (+{other} not loadable: relocatable/LTO)"
-        for t in targets:
-            v = verdict.get((f.path, t, None))
-            cell = v.verdict if v else "none"
-            if (
-                v
-                and v.containers
-                and v.containers_loadable is not None
-                and v.verdict != "none"
-                and v.containers_loadable < v.containers
-            ):
-                cell += f" {v.containers_loadable}/{v.containers}"
-            row.append(cell)
+        row += [_verdict_cell(verdict.get((f.path, t, None))) for t in targets]
         rows.append(row)
     if len(rows) > GROUP_ABOVE and not all_files:
         rows = _group_rows(rows)
-    title = "## Device code per file\n\n" if fmt == "md" else ""
-    if rows:
-        out.append(
-            title
-            + tabulate(
-                rows,
-                headers=["file", "package", "SASS", "PTX", *targets],
-                tablefmt=tablefmt,
-                disable_numparse=True,
-            )
-        )
-    else:
-        out.append("no device code found")
-    if kernels:
-        krows = []
-        for f in report.files:
-            for k in f.kernels or []:
-                name = k.name if fmt == "md" or len(k.name) <= 100 else k.name[:97] + "..."
-                row = [_display_path(f.path, report.roots), name, " ".join(k.codes) or "-"]
-                for t in targets:
-                    v = verdict.get((f.path, t, k.name))
-                    row.append(v.verdict if v else "none")
-                krows.append(row)
-        if krows:
-            out.append(
-                ("## Kernels\n\n" if fmt == "md" else "")
-                + tabulate(
-                    krows,
-                    headers=["file", "kernel", "targets", *targets],
-                    tablefmt=tablefmt,
-                    disable_numparse=True,
-                )
-            )
-    if backend_rows:
-        if isinstance(backend_rows, str):
-            out.append(backend_rows)
-        else:
-            out.append(
-                ("## Backends\n\n" if fmt == "md" else "")
-                + tabulate(backend_rows, headers="keys", tablefmt=tablefmt, disable_numparse=True)
-            )
-    errors = [[_display_path(f.path, report.roots), f.error] for f in report.files if f.error]
-    if errors:
-        out.append(
-            ("## Errors\n\n" if fmt == "md" else "")
-            + tabulate(errors, headers=["file", "error"], tablefmt=tablefmt, disable_numparse=True)
-        )
-    if report.verify is not None:
-        out.append(_render_verify(report, tablefmt))
+    if not rows:
+        return "no device code found"
+    table = _table(rows, ["file", "package", "SASS", "PTX", *targets], tablefmt)
+    return _titled(tablefmt == "github", "Device code per file", table)
+
+
+def _kernels_block(report: ScanReport, verdict: _VerdictIndex, targets: list[str], tablefmt: str) -> str:
+    md = tablefmt == "github"
+    krows = []
+    for f in report.files:
+        for k in f.kernels or []:
+            name = k.name if md or len(k.name) <= 100 else k.name[:97] + "..."
+            row = [_display_path(f.path, report.roots), name, " ".join(k.codes) or "-"]
+            for t in targets:
+                v = verdict.get((f.path, t, k.name))
+                row.append(v.verdict if v else "none")
+            krows.append(row)
+    if not krows:
+        return ""
+    return _titled(md, "Kernels", _table(krows, ["file", "kernel", "targets", *targets], tablefmt))
+
+
+def _summary_line(report: ScanReport) -> str:
     s = report.summary
     src = {"local-gpu": "the local GPU", "argument": "the given targets", "catalog": "the GPU catalog"}
-    line = (
+    return (
         f"{s.files} files scanned, {s.with_device_code} with device code ({s.containers} containers, "
         f"{s.entries} entries), {s.errors} with errors"
         + (f", {s.cached} from cache" if s.cached else "")
         + (f", {s.seconds:.2f} s" if s.seconds is not None else "")
         + f"; verdicts for {src.get(report.targets[0].source if report.targets else '', 'no targets')}."
     )
-    out.append(line)
-    out.append(
-        "verdicts: sass = exact SASS, sass-compatible = SASS of the same major / family, "
-        "ptx-jit = PTX JIT-compiled at first load, none = no kernel image (error 209); "
-        "n/m = containers loadable."
-    )
-    return "\n\n".join(out) + "\n"
 
 
 GROUP_ABOVE = 200
@@ -348,29 +379,15 @@ def _group_rows(rows: list[list[str]]) -> list[list[str]]:
 
 
 def _render_verify(report: ScanReport, tablefmt: str) -> str:
-    from tabulate import tabulate
-
     v = report.verify
     assert v is not None
     if v.cuobjdump is None:
         return "cuobjdump verification: cuobjdump not found (install nvidia-cuda-cuobjdump or set CUDA_HOME)"
     lines = [f"cuobjdump verification ({v.cuobjdump}): {v.files_agree}/{v.files_checked} files agree"]
     if v.disagreements:
-        lines.append(
-            tabulate(
-                [[d.get("path"), d.get("what"), d.get("probe"), d.get("cuobjdump")] for d in v.disagreements],
-                headers=["file", "listing", "probe only", "cuobjdump only"],
-                tablefmt=tablefmt,
-                disable_numparse=True,
-            )
-        )
+        rows = [[d.get("path"), d.get("what"), d.get("probe"), d.get("cuobjdump")] for d in v.disagreements]
+        lines.append(_table(rows, ["file", "listing", "probe only", "cuobjdump only"], tablefmt))
     if v.errors:
-        lines.append(
-            tabulate(
-                [[e.get("path"), e.get("error")] for e in v.errors],
-                headers=["file", "cuobjdump error"],
-                tablefmt=tablefmt,
-                disable_numparse=True,
-            )
-        )
+        rows = [[e.get("path"), e.get("error")] for e in v.errors]
+        lines.append(_table(rows, ["file", "cuobjdump error"], tablefmt))
     return "\n".join(lines)

@@ -1,6 +1,6 @@
 """Build a ``Matrix`` from probe results (``probe run``) and a static scan (``probe scan``).
 
-API used by ``probe run``::
+API used by ``probe run`` (static sections and predicted cells: :mod:`probe.matrix.static_doc`)::
 
     prov = collect_provenance(image)                 # no torch / vllm import in this process
     matrix = build_matrix(results, provenance=prov, static=scan_dict_or_None)
@@ -21,23 +21,21 @@ import socket
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from probe import __version__
-from probe.cells import CellResult
-from probe.matrix._static import iter_verdict_rows, predicted_cell_dicts
+from probe.cells import CellKind, CellResult, cell_shape
+from probe.matrix.io import write_document
 from probe.matrix.schema import (
     Cell,
     GpuInfo,
     Matrix,
     Provenance,
     RunInfo,
-    StaticFile,
-    StaticKernel,
     StaticSection,
-    StaticVerdict,
     cc_to_sm,
 )
+from probe.matrix.static_doc import predicted_cells, static_from_scan
 
 log = logging.getLogger(__name__)
 
@@ -165,49 +163,32 @@ def collect_provenance(image: str | None = None) -> dict[str, Any]:
     }
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return None
-
-
 def cell_from_result(result: CellResult, *, vllm_version: str | None = None) -> Cell:
     """A measured matrix cell from one ``CellResult`` (params normalised into typed shape fields)."""
     p = result.params
-    kind = result.kind
-    backend = p.get("backend")
-    moe_backend = p.get("moe_backend") if kind == "engine" else (backend if kind == "moe" else None)
-    attn_backend = (
-        p.get("attention_backend") if kind == "engine" else (backend if kind == "attention" else None)
-    )
-    if kind == "engine" and not backend:
-        backend = "+".join(str(x) for x in (moe_backend, attn_backend) if x) or None
+    shape = cell_shape(result.kind, p)
     dgpu = result.details.get("gpu")
     gpu_sm = cc_to_sm(dgpu.get("cc")) if isinstance(dgpu, dict) else None
     return Cell(
         id=result.id,
-        kind=kind,
+        kind=result.kind.value,
         evidence="measured",
         gpu_sm=gpu_sm,
-        backend=str(backend) if backend is not None else None,
-        moe_backend=str(moe_backend) if moe_backend is not None else None,
-        attention_backend=str(attn_backend) if attn_backend is not None else None,
-        fa_version=_int(p.get("fa_version")),
-        engine_args={str(k): str(v) for k, v in (p.get("engine_args") or {}).items()},
-        quant=p.get("quant"),
-        experts=_int(p.get("experts")),
-        top_k=_int(p.get("top_k")),
-        hidden=_int(p.get("hidden")),
-        intermediate=_int(p.get("intermediate")),
-        tp=_int(p.get("tp")),
-        num_heads=_int(p.get("num_heads")),
-        num_kv_heads=_int(p.get("num_kv_heads")),
-        head_dim=_int(p.get("head_dim")),
-        model=p.get("model"),
+        backend=shape.backend,
+        moe_backend=shape.moe_backend,
+        attention_backend=shape.attention_backend,
+        fa_version=shape.fa_version,
+        engine_args=shape.engine_args,
+        quant=shape.quant,
+        experts=shape.experts,
+        top_k=shape.top_k,
+        hidden=shape.hidden,
+        intermediate=shape.intermediate,
+        tp=shape.tp,
+        num_heads=shape.num_heads,
+        num_kv_heads=shape.num_kv_heads,
+        head_dim=shape.head_dim,
+        model=shape.model,
         vllm_version=str(result.details.get("vllm_version") or vllm_version or "") or None,
         outcome=result.outcome,
         degraded=result.degraded,
@@ -227,130 +208,12 @@ def cell_from_result(result: CellResult, *, vllm_version: str | None = None) -> 
     )
 
 
-def _labels(values: Any) -> list[str]:
-    if isinstance(values, str):
-        return [values]
-    if isinstance(values, dict):  # {"sass": [...], "ptx": [...]}
-        out: list[str] = []
-        for v in values.values():
-            out.extend(_labels(v))
-        return out
-    if isinstance(values, (list, tuple)):
-        out = []
-        for v in values:
-            if isinstance(v, str):
-                out.append(v)
-            elif isinstance(v, dict) and (lab := v.get("label") or v.get("arch") or v.get("target")):
-                out.append(str(lab))
-        return out
-    return []
-
-
-def _file_arches(entry: dict[str, Any]) -> list[str]:
-    if isinstance(entry.get("entries"), list):  # a `probe scan` FileRecord
-        return sorted(
-            {
-                str(e["arch"])
-                for e in entry["entries"]
-                if isinstance(e, dict) and e.get("arch") and e.get("kind") in ("sass", "ptx")
-            }
-        )
-    for key in ("arches", "targets", "codes"):
-        if key in entry:
-            return sorted(set(_labels(entry[key])))
-    return sorted(set(_labels(entry.get("sass", [])) + _labels(entry.get("ptx", []))))
-
-
-def static_from_scan(data: dict[str, Any] | StaticSection) -> StaticSection:
-    """Reduce a ``probe scan`` JSON document (or an already-reduced section) to the static section.
-
-    Accepted input shapes: ``files`` as a list of ``{path|file, package?, arches|targets|sass+ptx,
-    kernels?: [{name, arches|targets}]}``; ``backends``/``verdicts`` either as ``{backend: {target:
-    {verdict, reason, via?, files?}}}`` or a list of ``{backend, target, verdict, reason}``.
-    """
-    if isinstance(data, StaticSection):
-        return data
-    if isinstance(data.get("scan"), dict):  # {"scan": ScanReport, "backends": backend view, ...}
-        merged = dict(data["scan"])
-        merged.update({k: v for k, v in data.items() if k != "scan"})
-        data = merged
-    files: list[StaticFile] = []
-    for entry in data.get("files", []) or []:
-        if not isinstance(entry, dict):
-            continue
-        path = entry.get("path") or entry.get("file") or entry.get("name")
-        if not path:
-            continue
-        kernels = []
-        raw_kernels = entry.get("kernels")
-        for k in raw_kernels if isinstance(raw_kernels, list) else []:
-            if isinstance(k, dict) and k.get("name"):
-                kernels.append(StaticKernel(name=str(k["name"]), arches=sorted(set(_file_arches(k)))))
-        files.append(
-            StaticFile(
-                path=str(path),
-                package=entry.get("package") or entry.get("distribution"),
-                arches=_file_arches(entry),
-                kernels=kernels,
-                error=entry.get("error"),
-            )
-        )
-    table: dict[str, dict[str, StaticVerdict]] = {}
-    rows = list(iter_verdict_rows(data))
-    for backend, target, v in rows:
-        table.setdefault(backend, {})[target] = StaticVerdict(
-            verdict=v["verdict"],
-            reason=str(v.get("reason") or v["verdict"]),
-            via=v.get("via"),
-            files=[str(f) for f in v.get("files", []) or []],
-        )
-    targets = [t.get("target") if isinstance(t, dict) else t for t in data.get("targets") or []] or sorted(
-        {t for per in table.values() for t in per}
-    )
-    packages = data.get("packages") or data.get("backend_catalog_reference") or {}
-    if isinstance(packages, list):
-        packages = {str(x.get("name")): str(x.get("version")) for x in packages if isinstance(x, dict)}
-    if not packages and isinstance(data.get("provenance"), list):  # static predictions: the scanned wheels
-        packages = {
-            str(w.get("package")): str(w.get("wheel")) for w in data["provenance"] if isinstance(w, dict)
-        }
-    source = data.get("source") or data.get("name")
-    return StaticSection(
-        source=str(source) if source else None,
-        packages={str(k): str(v) for k, v in packages.items()},
-        targets=[str(t) for t in targets],
-        files=files,
-        backends=table,
-    )
-
-
-def predicted_cells(static: StaticSection) -> list[Cell]:
-    """One ``predicted`` cell per backend and target of the static verdict table."""
-    return [Cell.model_validate(c) for c in predicted_cell_dicts(static.model_dump())]
-
-
-def static_predictions_matrix(doc: dict[str, Any]) -> Matrix:
-    """A published static-predictions file (``matrices/static/``) as a matrix of ``predicted`` cells.
-
-    No GPU ran anything: ``provenance.gpu`` is empty and every cell carries its own ``gpu_sm``.
-    """
-    gen = doc.get("generated_by") if isinstance(doc.get("generated_by"), dict) else {}
-    static = static_from_scan(doc)
-    prov = Provenance(
-        created_at=str(doc.get("created_at") or "unknown"),
-        probe_version=str(gen.get("probe_version") or __version__),
-        label=str(doc.get("name") or "static predictions"),
-        note=(str(doc.get("what")) if doc.get("what") else None),
-    )
-    return Matrix(provenance=prov, static=static, cells=predicted_cells(static))
-
-
 def _merge_child_facts(prov: dict[str, Any], results: list[CellResult]) -> dict[str, Any]:
     out = dict(prov)
     versions = dict(out.get("versions") or {})
     gpu = out.get("gpu")
     for r in results:
-        if r.kind != "import":
+        if r.kind is not CellKind.IMPORT:
             continue
         child_versions = r.details.get("versions")
         if isinstance(child_versions, dict):
@@ -393,6 +256,7 @@ def build_matrix(
         static_section = static_from_scan(static) if static is not None else None
         if static_section is not None and include_predicted:
             cells.extend(predicted_cells(static_section))
+        status: Literal["complete", "partial", "infra_failed"]
         if infra_error:
             status = "infra_failed"
         elif cells_planned is not None and len(results) < cells_planned:
@@ -410,8 +274,5 @@ def build_matrix(
 
 
 def write_matrix(matrix: Matrix, path: str | Path) -> Path:
-    """Write a matrix (or fleet) atomically as indented JSON; returns the path."""
-    from probe.matrix.io import dump_document, write_text_atomic
-
-    write_text_atomic(path, dump_document(matrix))
-    return Path(path)
+    """Write a matrix atomically as indented JSON; returns the path (a fleet: ``io.write_document``)."""
+    return write_document(matrix, path)

@@ -113,13 +113,16 @@ def _matrix_dict(m: Matrix) -> dict[str, Any]:
 def recommendation_for(m: Matrix, model: str) -> dict[str, Any] | None:
     """``recommend`` on one matrix alone (packaged field reports add warnings only)."""
     from probe.errors import UsageError
-    from probe.recommend.engine import _matrix_cells, recommend, reported_cells
+    from probe.recommend.evidence import matrix_cells, reported_cells
+    from probe.recommend.recommender import recommend
+    from probe.recommend.types import LoadedEvidence
 
-    cells = _matrix_cells(_matrix_dict(m), Path("<matrix>")) + reported_cells()
+    cells = matrix_cells(_matrix_dict(m), Path("<matrix>")) + reported_cells()
     if m.provenance.gpu is None or m.provenance.gpu.sm is None:
         return None
     try:
-        return recommend(model, gpu=str(m.provenance.gpu.sm), loaded=(cells, ["<matrix>"]))
+        loaded = LoadedEvidence(cells, ["<matrix>"])
+        return recommend(model, gpu=str(m.provenance.gpu.sm), loaded=loaded).to_dict()
     except UsageError as exc:
         log.info("no recommendation for %s: %s", model, exc)
         return None
@@ -196,16 +199,15 @@ def compare(old: Matrix, new: Matrix, *, models: list[str] | None = None) -> Com
 
 def default_models(old: Matrix, new: Matrix) -> list[str]:
     """Models named by cells of either matrix, plus catalog models whose MoE shape a cell covers."""
-    from probe.catalog._model_index import raw_profiles
+    from probe.catalog.models import load_profiles
 
     names: list[str] = []
     shapes = {(c.experts, c.hidden) for m in (old, new) for c in m.cells if c.kind == "moe" and c.experts}
     named = {c.model for m in (old, new) for c in m.cells if c.model}
-    for _, data in raw_profiles():
-        moe = data.get("moe") or {}
-        hidden = moe.get("latent_size") or data["hidden_size"]
-        if data["name"] in named or (moe and (moe.get("experts"), hidden) in shapes):
-            names.append(data["name"])
+    for p in load_profiles():
+        moe_shape = p.moe_shape(1)
+        if p.name in named or (moe_shape and (moe_shape["experts"], moe_shape["hidden"]) in shapes):
+            names.append(p.name)
     return names
 
 

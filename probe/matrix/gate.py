@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
 
-from probe.errors import EXIT_INFRA, EXIT_NOTHING_TO_COMPARE, EXIT_OK, EXIT_REGRESSION, UsageError
+from probe.errors import EXIT_INFRA, EXIT_NOTHING_TO_COMPARE, EXIT_OK, EXIT_REGRESSION, OptionError
 from probe.matrix.compare import Comparison, compare, pattern_matches_any, require_arch
 from probe.matrix.schema import Matrix
 
@@ -55,15 +55,15 @@ def run_gate(
     max_missing: float = 0.5,
 ) -> GateReport:
     if slowdown < 0:
-        raise UsageError("--slowdown must be >= 0 (a fraction, e.g. 0.10 for 10 %)")
+        raise OptionError("slowdown", "must be >= 0 (a fraction, e.g. 0.10 for 10 %)")
     for spec in required or []:
         _arch, _, pattern = spec.partition(":")
         if not pattern:
-            raise UsageError(f"--require-arch {spec!r}: expected ARCH:PATTERN, e.g. sm_110a:*_moe_C*")
+            raise OptionError("require_arch", f"{spec!r}: expected ARCH:PATTERN, e.g. sm_110a:*_moe_C*")
         if not pattern_matches_any(baseline, pattern) and not pattern_matches_any(current, pattern):
-            raise UsageError(
-                f"--require-arch {spec!r}: no file or kernel in either matrix's static section "
-                f"matches {pattern!r}"
+            raise OptionError(
+                "require_arch",
+                f"{spec!r}: no file or kernel in either matrix's static section matches {pattern!r}",
             )
     checks: list[Check] = []
     if current.run.status == "infra_failed":

@@ -19,12 +19,12 @@ verdicts; field reports ship inside probe (`probe/data/reported.json`).
 
 def _row(path: Path, root: Path, doc: dict[str, Any]) -> list[str]:
     rel = path.relative_to(root).as_posix()
-    from probe.matrix._static import is_static_predictions, predicted_cell_dicts
+    from probe.matrix.predicted import is_static_predictions, predicted_cell_dicts
 
     if is_static_predictions(doc):
         pk = doc.get("packages") or doc.get("backend_catalog_reference") or {}
         pkgs = ", ".join(f"{k} {v}" for k, v in pk.items()) if isinstance(pk, dict) else ""
-        targets = [t.get("target") if isinstance(t, dict) else str(t) for t in doc.get("targets") or []]
+        targets = [str(t.get("target")) if isinstance(t, dict) else str(t) for t in doc.get("targets") or []]
         gpus = (
             f"{len(targets)} targets ({targets[0]} … {targets[-1]})"
             if len(targets) > 2
@@ -41,12 +41,15 @@ def _row(path: Path, root: Path, doc: dict[str, Any]) -> list[str]:
             str(doc.get("created_at") or "-"),
         ]
     members = doc.get("matrices", []) if doc.get("kind") == "fleet" else [doc]
-    gpus, images, versions, created = [], [], [], []
+    gpu_labels: list[str] = []
+    images: list[str] = []
+    versions: list[str] = []
+    created: list[str] = []
     measured = predicted = 0
     for m in members:
         prov = m.get("provenance") or {}
         gpu = prov.get("gpu") or {}
-        gpus.append(f"{gpu.get('name') or '?'} sm_{gpu['sm']}" if gpu.get("sm") else "no GPU (static)")
+        gpu_labels.append(f"{gpu.get('name') or '?'} sm_{gpu['sm']}" if gpu.get("sm") else "no GPU (static)")
         images.append(prov.get("image") or "-")
         v = prov.get("versions") or {}
         st = (m.get("static") or {}).get("packages") or {}
@@ -67,7 +70,7 @@ def _row(path: Path, root: Path, doc: dict[str, Any]) -> list[str]:
     return [
         rel,
         kind,
-        "; ".join(gpus),
+        "; ".join(gpu_labels),
         "; ".join(sorted(set(images))),
         "; ".join(sorted(set(versions))),
         f"{measured} measured / {predicted} predicted",

@@ -7,9 +7,12 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from probe.errors import BadInputError, UsageError
+
+if TYPE_CHECKING:
+    from probe.matrix.schema import Fleet, Matrix
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +48,7 @@ def check_header(data: Any, path: str | Path) -> str:
             hint="re-create the file with this probe version or use a matching probe",
         )
     kind = data.get("kind", "matrix")
-    from probe.matrix._static import STATIC_KIND, is_static_predictions
+    from probe.matrix.predicted import STATIC_KIND, is_static_predictions
 
     if is_static_predictions(data):
         return STATIC_KIND
@@ -70,7 +73,7 @@ def _format_validation_error(exc: Exception, path: str | Path) -> str:
     return f"{path}: not a valid probe matrix: {exc}"
 
 
-def parse_document(data: Any, path: str | Path = "<data>") -> Any:
+def parse_document(data: Any, path: str | Path = "<data>") -> Matrix | Fleet:
     """Validate parsed JSON into a ``Matrix`` or ``Fleet``."""
     from pydantic import ValidationError
 
@@ -80,7 +83,7 @@ def parse_document(data: Any, path: str | Path = "<data>") -> Any:
     model = Fleet if kind == "fleet" else Matrix
     try:
         if kind not in ("matrix", "fleet"):  # static predictions / a scan report: predicted cells only
-            from probe.matrix.build import static_predictions_matrix
+            from probe.matrix.static_doc import static_predictions_matrix
 
             return static_predictions_matrix(data)
         return model.model_validate(data)
@@ -88,12 +91,12 @@ def parse_document(data: Any, path: str | Path = "<data>") -> Any:
         raise BadInputError(_format_validation_error(exc, path)) from exc
 
 
-def load_document(path: str | Path) -> Any:
+def load_document(path: str | Path) -> Matrix | Fleet:
     """Load a matrix or fleet file (either kind)."""
     return parse_document(read_json(path), path)
 
 
-def load_matrix(path: str | Path) -> Any:
+def load_matrix(path: str | Path) -> Matrix:
     """Load a single-GPU matrix; a fleet file is refused with a clear message."""
     from probe.matrix.schema import Matrix
 
@@ -103,15 +106,14 @@ def load_matrix(path: str | Path) -> Any:
     return doc
 
 
-def matrices_of(doc: Any) -> list[Any]:
-    """The member matrices of a document (a matrix is its own single member)."""
-    from probe.matrix.schema import Fleet
-
-    return list(doc.matrices) if isinstance(doc, Fleet) else [doc]
-
-
-def dump_document(doc: Any) -> str:
+def dump_document(doc: Matrix | Fleet) -> str:
     return json.dumps(doc.model_dump(mode="json", exclude_none=False), indent=1, sort_keys=False) + "\n"
+
+
+def write_document(doc: Matrix | Fleet, path: str | Path) -> Path:
+    """Write a matrix or fleet atomically as indented JSON; returns the path."""
+    write_text_atomic(path, dump_document(doc))
+    return Path(path)
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:

@@ -149,12 +149,12 @@ def render_html(doc: Matrix | Fleet) -> str:
             for c in m.cells:
                 ids.setdefault(c.id, c)
         for kind in ("moe", "attention", "engine", "import", "fixture"):
-            rows = [c for c in ids.values() if c.kind == kind]
-            if not rows:
+            kind_cells = [c for c in ids.values() if c.kind == kind]
+            if not kind_cells:
                 continue
             head = "".join(f"<th>{escape(col)}</th>" for col in doc.columns)
             body = []
-            for c in rows:
+            for c in kind_cells:
                 label = f"{backend_label(c)} · {c.quant or ''} · {shape_label(c)}"
                 tds = "".join(_td(next((x for x in m.cells if x.id == c.id), None)) for m in doc.matrices)
                 body.append(f"<tr><th>{escape(label)}</th>{tds}</tr>")

@@ -20,14 +20,23 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
-from probe.cells import CellKind
+from probe.cells import CellKindName
+from probe.matrix import cell_rules
 from probe.outcomes import Outcome
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 
 Evidence = Literal["measured", "predicted", "reported"]
+Basis = Literal["vllm_check", "elf_scan", "hand_rule", "field_report"]
 StaticVerdictName = Literal["sass", "sass-compatible", "ptx-jit", "none", "jit", "pure", "not-installed"]
 RunStatus = Literal["complete", "partial", "infra_failed"]
 
@@ -167,9 +176,14 @@ class Cell(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = Field(min_length=1)
-    kind: CellKind
+    kind: CellKindName
     evidence: Evidence = "measured"
     citation: str | None = Field(default=None, description="required for evidence 'reported'")
+    basis: Basis | None = Field(
+        default=None,
+        description="what the evidence rests on: vLLM's own selection check, an ELF scan, a hand rule, "
+        "a field report (None: not stated; measured cells need none)",
+    )
     gpu_sm: int | None = Field(default=None, description="GPU the cell is about (predicted/reported cells)")
     backend: str | None = Field(
         default=None, description="moe: --moe-backend value; attention: backend enum name"
@@ -210,9 +224,18 @@ class Cell(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> Cell:
-        if self.evidence == "reported" and not self.citation:
+        if cell_rules.missing_citation(self.evidence, self.citation):
             raise ValueError(f"cell {self.id!r}: a reported cell needs a citation")
         return self
+
+    @model_serializer(mode="wrap")
+    def _omit_unstated_basis(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``basis`` is left out when not stated, so matrices written before it existed re-render byte
+        for byte."""
+        data: dict[str, Any] = handler(self)
+        if data.get("basis") is None:
+            data.pop("basis", None)
+        return data
 
 
 class Matrix(BaseModel):
@@ -227,15 +250,14 @@ class Matrix(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Matrix:
-        seen: set[str] = set()
-        for cell in self.cells:
-            if cell.id in seen:
-                raise ValueError(f"duplicate cell id {cell.id!r}")
-            seen.add(cell.id)
+        dup = cell_rules.duplicate_id(cell.id for cell in self.cells)
+        if dup is not None:
+            raise ValueError(f"duplicate cell id {dup!r}")
         gpu = self.provenance.gpu
         if gpu is not None and gpu.sm is not None:
             for cell in self.cells:
-                if cell.evidence == "measured" and cell.gpu_sm is not None and cell.gpu_sm != gpu.sm:
+                as_json = {"evidence": cell.evidence, "gpu_sm": cell.gpu_sm}
+                if cell_rules.measured_sm_conflict(as_json, gpu.sm):
                     raise ValueError(
                         f"measured cell {cell.id!r} says sm_{cell.gpu_sm} but the provenance "
                         f"GPU is sm_{gpu.sm}"

@@ -21,17 +21,32 @@ env) so hooks and exceptions stay in this child; each cell needs a fresh child (
 
 from __future__ import annotations
 
-import gc
-import json
 import logging
 import math
-import tempfile
 import time
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
-from probe.cells import ProbeContext
-from probe.probes.common import result, skipped, unsupported
+from probe.cells import AttentionParams, EngineParams, ProbeContext
+from probe.probes.common import result
+from probe.probes.engine_build import (
+    attention_modules,
+    build_llm,
+    engine_kwargs,
+    inspect_model,
+    shutdown,
+    unknown_engine_args,
+)
+from probe.probes.hf_config import synthetic_hf_config, text_config_of
+
+__all__ = [
+    "ENGINE_ENV",
+    "attention_test_config",
+    "engine_kwargs",
+    "run",
+    "run_attention",
+    "unknown_engine_args",
+]
 
 log = logging.getLogger(__name__)
 
@@ -47,17 +62,17 @@ ATTENTION_TOLERANCE = 0.02  # relative L2, bf16 q/k/v, float32 SDPA reference
 _CAPTURE: dict[str, Any] = {"on": False, "calls": []}
 
 
-def attention_test_config(shape: dict[str, int], hidden: int, vocab: int = 2048) -> dict[str, Any]:
+def attention_test_config(p: AttentionParams, vocab: int = 2048) -> dict[str, Any]:
     """A 1-layer dense decoder config at a model's attention head layout (for the attention probe)."""
     return {
         "architectures": ["Qwen3ForCausalLM"],
         "model_type": "qwen3",
-        "hidden_size": int(hidden),
+        "hidden_size": p.hidden,
         "intermediate_size": 1024,
         "num_hidden_layers": 1,
-        "num_attention_heads": int(shape["num_heads"]),
-        "num_key_value_heads": int(shape["num_kv_heads"]),
-        "head_dim": int(shape["head_dim"]),
+        "num_attention_heads": p.num_heads,
+        "num_key_value_heads": p.num_kv_heads,
+        "head_dim": p.head_dim,
         "vocab_size": vocab,
         "max_position_embeddings": 4096,
         "rms_norm_eps": 1e-6,
@@ -68,95 +83,6 @@ def attention_test_config(shape: dict[str, int], hidden: int, vocab: int = 2048)
         "bos_token_id": 1,
         "eos_token_id": 2,
     }
-
-
-def engine_kwargs(params: dict[str, Any]) -> dict[str, Any]:
-    """LLM(...) keyword arguments for a cell's params (moe_backend / attention_backend / fa_version)."""
-    kw: dict[str, Any] = {
-        "load_format": "dummy",
-        "skip_tokenizer_init": True,
-        "enforce_eager": True,
-        "max_model_len": int(params.get("max_model_len", 1024)),
-        "max_num_seqs": 8,
-        "gpu_memory_utilization": float(params.get("gpu_memory_utilization", 0.5)),
-        "enable_prefix_caching": False,
-        "seed": 0,
-    }
-    if params.get("moe_backend") and params["moe_backend"] != "auto":
-        kw["moe_backend"] = params["moe_backend"]
-    attn = params.get("attention_backend") or params.get("backend")
-    if attn and attn != "auto":
-        kw["attention_backend"] = attn
-    if params.get("fa_version"):
-        kw["attention_config"] = {"flash_attn_version": int(params["fa_version"])}
-    for key, value in (params.get("engine_args") or {}).items():
-        kw[key] = _engine_value(value)  # e.g. gdn_prefill_backend=triton (checked against EngineArgs first)
-    return kw
-
-
-def _engine_value(text: Any) -> Any:
-    """'2048' -> 2048, 'false' -> False, '0.5' -> 0.5, '{"a": 1}' -> dict; other text stays a string."""
-    if not isinstance(text, str):
-        return text
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-def unknown_engine_args(names: Any) -> list[str]:
-    """Names in ``names`` that the installed vLLM's ``EngineArgs`` does not have."""
-    import dataclasses
-
-    from vllm.engine.arg_utils import EngineArgs
-
-    have = {f.name for f in dataclasses.fields(EngineArgs)}
-    return sorted(n for n in names if n not in have)
-
-
-def _language_model_only_kwargs() -> dict[str, Any]:
-    """LLM(...) kwargs that run a multimodal model text-only (``language_model_only`` where the
-    installed vLLM has it — 0.26 and 0.33 do — else every modality limited to 0 prompts)."""
-    import dataclasses
-
-    from vllm.engine.arg_utils import EngineArgs
-
-    if "language_model_only" in {f.name for f in dataclasses.fields(EngineArgs)}:
-        return {"language_model_only": True}
-    return {"limit_mm_per_prompt": {"image": 0, "video": 0}}
-
-
-def _write_config(cfg: dict[str, Any]) -> str:
-    d = tempfile.mkdtemp(prefix="probe_model_")
-    (Path(d) / "config.json").write_text(json.dumps(cfg))
-    return d
-
-
-def _attention_modules(model: Any) -> list[tuple[str, Any]]:
-    return [
-        (n, m)
-        for n, m in model.named_modules()
-        if hasattr(m, "impl") and hasattr(m, "attn_backend") and hasattr(m, "num_kv_heads")
-    ]
-
-
-def _inspect(model: Any) -> dict[str, Any]:
-    """Which attention backend / MoE backend the built model actually uses."""
-    out: dict[str, Any] = {"attention": {}, "moe": {}}
-    for name, m in _attention_modules(model):
-        be = m.attn_backend
-        out["attention"][name] = {
-            "backend": be.get_name() if hasattr(be, "get_name") else str(be),
-            "impl": type(m.impl).__name__,
-            "fa_version": getattr(m.impl, "vllm_flash_attn_version", None),
-        }
-    for name, m in model.named_modules():
-        qm = getattr(m, "_quant_method", None)
-        if qm is not None and hasattr(m, "routed_experts"):
-            from probe.probes.moe import _selected_backend
-
-            out["moe"][name] = _selected_backend(qm)
-    return out
 
 
 def _install_hooks(model: Any) -> int:
@@ -192,7 +118,7 @@ def _install_hooks(model: Any) -> int:
     for name, mod in model.named_modules():
         if name.endswith(("q_norm", "k_norm")) and getattr(mod, "weight", None) is not None:
             mod.weight.data.fill_(1.0)
-    mods = _attention_modules(model)
+    mods = attention_modules(model)
     for _, m in mods[:1]:  # the single attention layer of the test model
         m.register_forward_pre_hook(pre)
         m.register_forward_hook(post)
@@ -249,70 +175,6 @@ def _sdpa_reference(
     return errs, notes
 
 
-def _shutdown(llm: Any) -> None:
-    import torch
-
-    try:
-        llm.llm_engine.engine_core.shutdown()
-    except Exception:  # best effort: the child exits after the cell anyway
-        pass
-    del llm
-    gc.collect()
-    torch.cuda.empty_cache()
-
-
-def _build_llm(
-    config: dict[str, Any], params: dict[str, Any], ctx: ProbeContext, details: dict[str, Any]
-) -> tuple[Any, float] | dict[str, Any]:
-    """LLM(...) or a ready `unsupported` result when vLLM refuses the configuration cleanly."""
-    from probe.probes import vllm_compat
-
-    ctx.phase("import")
-    import torch
-
-    if not torch.cuda.is_available():
-        return skipped("no CUDA device visible to torch")
-    import vllm
-
-    details["vllm"] = vllm.__version__
-    if params.get("moe_backend") and params["moe_backend"] != "auto":
-        reason = vllm_compat.moe_backend_skip_reason(params["moe_backend"])
-        if reason:
-            return skipped(reason)
-    attn = params.get("attention_backend") or params.get("backend")
-    if attn and attn != "auto" and attn not in vllm_compat.runtime_attention_backends():
-        return skipped(f"attention backend {attn!r} is not in this vLLM's AttentionBackendEnum")
-    if params.get("fa_version"):
-        why = vllm_compat.fa_versions_available().get(int(params["fa_version"]))
-        if why:
-            return unsupported(
-                f"FlashAttention {params['fa_version']} unavailable here: {why}", details=details
-            )
-    extra = params.get("engine_args") or {}
-    missing = unknown_engine_args(extra) if extra else []
-    if missing:
-        return skipped(
-            f"vLLM {vllm.__version__} has no engine argument {', '.join(missing)} "
-            f"(--{missing[0].replace('_', '-')}): this variant does not apply to it"
-        )
-    model_dir = _write_config(config)
-    kw = engine_kwargs(params)
-    if "vision_config" in config:
-        # a multimodal wrapper around the text model under test (Qwen3.5): skip the vision tower and
-        # the multimodal processor (it would need a tokenizer / image processor from the model dir)
-        kw.update(_language_model_only_kwargs())
-    details["llm_kwargs"] = kw
-    ctx.phase("engine_init")
-    t0 = time.perf_counter()
-    try:
-        llm = vllm.LLM(model=model_dir, **kw)
-    except (ValueError, NotImplementedError) as exc:
-        if vllm_compat.is_refusal(exc):
-            return unsupported(f"{type(exc).__name__}: {exc}", details=details)
-        raise
-    return llm, time.perf_counter() - t0
-
-
 def run_attention(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
     """Attention cell: params backend, fa_version, num_heads, num_kv_heads, head_dim, hidden, model, mla."""
     details: dict[str, Any] = {
@@ -320,12 +182,12 @@ def run_attention(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
         "metric": "relative L2 error",
         "tolerance": ATTENTION_TOLERANCE,
     }
-    prompt_len = int(params.get("prompt_len", 200))
-    decode_steps = int(params.get("decode_steps", 8))
-    if params.get("mla"):
-        return _run_mla_attention(params, ctx, details)
-    cfg = attention_test_config(params, int(params.get("hidden", 2048)))
-    built = _build_llm(cfg, {**params, "max_model_len": prompt_len + decode_steps + 64}, ctx, details)
+    p = AttentionParams.from_wire(params)
+    prompt_len, decode_steps = p.effective_prompt_len, p.effective_decode_steps
+    if p.mla:
+        return _run_mla_attention(p, ctx, details)
+    cfg = attention_test_config(p)
+    built = build_llm(cfg, replace(p, max_model_len=prompt_len + decode_steps + 64), ctx, details)
     if isinstance(built, dict):
         return built
     llm, init_s = built
@@ -333,7 +195,7 @@ def run_attention(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
     import vllm
 
     n_layers = llm.apply_model(_install_hooks)[0]
-    details["engine"] = llm.apply_model(_inspect)[0]
+    details["engine"] = llm.apply_model(inspect_model)[0]
     if not n_layers:
         raise RuntimeError("no attention layer found in the built model (probe cannot hook it)")
     sp = vllm.SamplingParams(max_tokens=decode_steps, temperature=0.0, ignore_eos=True, detokenize=False)
@@ -361,7 +223,7 @@ def run_attention(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
         if dec:
             timings["decode_ms"] = dec[len(dec) // 2]
     details.update({"errors": errs, "calls": [int(c["q"].shape[0]) for c in calls], "notes": notes})
-    _shutdown(llm)
+    shutdown(llm)
     if not errs:
         return result(
             "wrong_output",
@@ -429,37 +291,38 @@ def _generate_check(
     )
 
 
-def _run_mla_attention(params: dict[str, Any], ctx: ProbeContext, details: dict[str, Any]) -> dict[str, Any]:
-    from probe.catalog.models import resolve_model, synthetic_hf_config
+def _run_mla_attention(p: AttentionParams, ctx: ProbeContext, details: dict[str, Any]) -> dict[str, Any]:
+    from probe.catalog.models import resolve_model
 
-    prof = resolve_model(str(params["model"]))
+    prof = resolve_model(str(p.model))
     cfg = synthetic_hf_config(prof, num_layers=1, quant="bf16")
     for key in ("n_routed_experts", "num_experts"):
         if key in cfg:
             cfg[key] = 8  # the MoE is irrelevant to this cell; keep it small
     cfg["vocab_size"] = 2048
     details["degraded_note"] = "MLA: engine smoke check (finite logprobs), no SDPA reference"
-    return _build_and_generate(cfg, params, ctx, details, cfg["vocab_size"], 8, mla=True)
+    return _build_and_generate(cfg, p, ctx, details, cfg["vocab_size"], 8, mla=True)
 
 
 def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
     """Engine cell: params model, moe_backend, attention_backend, fa_version, quant, layers, tokens."""
-    from probe.catalog.models import resolve_model, synthetic_hf_config, text_config_of
+    from probe.catalog.models import resolve_model
 
-    prof = resolve_model(str(params["model"]))
-    quant = params.get("quant") or prof.quant
-    cfg = synthetic_hf_config(prof, num_layers=int(params.get("layers", 2)), quant=quant)
+    p = EngineParams.from_wire(params)
+    prof = resolve_model(p.model)
+    quant = p.quant or prof.quant
+    cfg = synthetic_hf_config(prof, num_layers=p.layers, quant=quant)
     details: dict[str, Any] = {
         "config": {k: v for k, v in cfg.items() if k != "quantization_config"},
         "quantization_config": cfg.get("quantization_config"),
     }
     vocab = int(text_config_of(cfg)["vocab_size"])
-    return _build_and_generate(cfg, params, ctx, details, vocab, int(params.get("tokens", 8)))
+    return _build_and_generate(cfg, p, ctx, details, vocab, p.effective_tokens)
 
 
 def _build_and_generate(
     cfg: dict[str, Any],
-    params: dict[str, Any],
+    params: AttentionParams | EngineParams,
     ctx: ProbeContext,
     details: dict[str, Any],
     vocab: int,
@@ -467,15 +330,15 @@ def _build_and_generate(
     mla: bool = False,
 ) -> dict[str, Any]:
     """Start the engine, record what it built, generate, shut down; the cell's result."""
-    built = _build_llm(cfg, params, ctx, details)
+    built = build_llm(cfg, params, ctx, details)
     if isinstance(built, dict):
         return built
     llm, init_s = built
-    details["engine"] = llm.apply_model(_inspect)[0]
+    details["engine"] = llm.apply_model(inspect_model)[0]
     ctx.phase("generate")
     out, problem, t = _generate_check(llm, vocab, tokens)
     details.update(out)
-    _shutdown(llm)
+    shutdown(llm)
     timings = {"init_s": init_s, **t}
     if problem:
         return result("wrong_output", problem, timings=timings, details=details)

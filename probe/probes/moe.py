@@ -22,8 +22,9 @@ from typing import Any
 
 from probe.catalog.models import QUANTS as CATALOG_QUANTS
 from probe.catalog.models import VLLM_QUANT_METHOD, quantization_config
-from probe.cells import ProbeContext
+from probe.cells import MoeParams, ProbeContext
 from probe.probes.common import result, skipped, unsupported
+from probe.probes.introspect import selected_moe_backend
 from probe.sandbox import gpulock
 
 log = logging.getLogger(__name__)
@@ -226,32 +227,6 @@ def fill_parameters(module: Any, tensors: dict[str, Any], torch: Any) -> dict[st
     return notes
 
 
-def _selected_backend(method: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"quant_method_class": type(method).__name__}
-    for attr in (
-        "unquantized_backend",
-        "fp8_backend",
-        "nvfp4_backend",
-        "wna16_moe_backend",
-        "wna16_backend",
-        "mxfp4_backend",
-        "int8_backend",
-    ):
-        val = getattr(method, attr, None)
-        if val is not None:
-            out["selected_backend"] = getattr(val, "name", str(val))
-    for attr in ("experts_cls",):
-        val = getattr(method, attr, None)
-        if val is not None:
-            out["experts_class"] = getattr(val, "__name__", str(val))
-    kernel = getattr(method, "moe_kernel", None)
-    if kernel is not None:
-        fe = getattr(kernel, "fused_experts", None) or getattr(kernel, "experts", None)
-        if fe is not None:
-            out["kernel_experts_class"] = type(fe).__name__
-    return out
-
-
 def _time_ms(fn: Any, torch: Any, warmup: int, iters: int) -> float:
     for _ in range(warmup):
         fn()
@@ -269,15 +244,10 @@ def _time_ms(fn: Any, torch: Any, warmup: int, iters: int) -> float:
 
 
 def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
-    backend = str(params["backend"])
-    quant = str(params.get("quant", "bf16"))
-    e = int(params["experts"])
-    h = int(params["hidden"])
-    inter = int(params["intermediate"])
-    top_k = int(params.get("top_k", 8))
-    batch_sizes = [int(b) for b in params.get("batch_sizes", [1, 64])]
-    seed = int(params.get("seed", 0))
-    iters, warmup = int(params.get("iters", 10)), int(params.get("warmup", 3))
+    p = MoeParams.from_wire(params)
+    backend, quant, e, h, inter, top_k = p.backend, p.quant, p.experts, p.hidden, p.intermediate, p.top_k
+    batch_sizes = [int(b) for b in p.batch_sizes]
+    seed, iters, warmup = p.effective_seed, p.effective_iters, p.effective_warmup
     if quant not in QUANT_CONFIGS:
         raise ValueError(f"unknown quant scheme {quant!r}; known: {', '.join(QUANTS)}")
     if top_k > e:
@@ -304,7 +274,7 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
 
     _ensure_runtime(torch)
     qname, qdict, activation = QUANT_CONFIGS[quant]
-    qcfg = vllm_compat.quant_config_class(qname).from_config(dict(qdict)) if qname else None
+    qcfg = vllm_compat.quant_config_class(qname).from_config(dict(qdict or {})) if qname else None
     factory = vllm_compat.fused_moe_factory()
     cfg = VllmConfig(kernel_config=KernelConfig(moe_backend=backend))
     degraded: list[str] = []
@@ -346,7 +316,7 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
             raise
         timings["build_s"] = time.perf_counter() - t0
         method = layer._quant_method
-        details.update(_selected_backend(method))
+        details.update(selected_moe_backend(method))
         ctx.note("selected", details.get("selected_backend"))
 
         # pure GPU work, short: may overlap other cells' set-up, never another cell's timed loop
@@ -370,10 +340,10 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
         method.process_weights_after_loading(layer.routed_experts)
         torch.cuda.synchronize()
         timings["process_weights_s"] = time.perf_counter() - t0
-        details.update(_selected_backend(method))
+        details.update(selected_moe_backend(method))
 
         ctx.phase("forward")
-        errors: dict[str, float] = {}
+        errors: dict[str, float | None] = {}
         worst: float | None = 0.0
         for m in batch_sizes:
             x = torch.randn(m, h, device="cuda", dtype=torch.bfloat16)

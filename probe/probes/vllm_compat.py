@@ -30,6 +30,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
+
 def known_moe_backends() -> tuple[str, ...]:
     """Every --moe-backend value of any vLLM release 0.18.1 .. 0.33.0 (``probe/data/vllm_flags.json``).
 
@@ -40,6 +41,7 @@ def known_moe_backends() -> tuple[str, ...]:
 
     text = resources.files("probe.data").joinpath("vllm_flags.json").read_text(encoding="utf-8")
     return tuple(json.loads(text)["moe_backends"])
+
 
 # Attention backends probed on NVIDIA by default (non-MLA, decoder); MLA ones need an MLA model.
 NVIDIA_ATTENTION_BACKENDS: tuple[str, ...] = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION")

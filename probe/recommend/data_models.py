@@ -14,10 +14,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from probe.catalog.quants import QUANTS, Quant
 from probe.matrix.schema import Cell
 
 _VERSION = re.compile(r"^\d+\.\d+\.\d+$")
-Quant = Literal["bf16", "fp8", "fp8_block", "nvfp4", "int4_w4a16", "mxfp4"]
 
 
 def _version(v: str | None) -> str | None:
@@ -85,7 +85,7 @@ class FlagsData(BaseModel):
         for quant, table in v.items():
             if quant == "about":
                 continue
-            if quant not in Quant.__args__:  # type: ignore[attr-defined]
+            if quant not in QUANTS:
                 raise ValueError(f"env_era_moe: unknown quant {quant!r}")
             for backend, env in table.items():
                 if not all(

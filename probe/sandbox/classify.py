@@ -21,39 +21,16 @@ from __future__ import annotations
 
 import collections
 import re
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from probe.catalog.signatures import Signature, SignatureDB, signature_db
 from probe.outcomes import Outcome
+from probe.sandbox.logtext import LineMatcher, clean_line, looks_binary, strip_prefixes
 
 MAX_LINE = 16 * 1024  # characters of one line that are matched (the rest is ignored)
 _MAX_KEEP = 64  # matches kept per kind
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-_PREFIXES = [
-    re.compile(r"^\s*\([^()]*\bpid=\d+[^()]*\)\s?"),  # (EngineCore_DP0 pid=1)
-    re.compile(r"^\w+\[(?:error|info|warn\w*|debug)\]", re.I),  # runpod id[error]
-    re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,.]+ [IWEF] \d+ \d+\] \S+:\d+:\s?"),  # ray C++ logging
-    re.compile(r"^\[?\d{4}-\d\d-\d\d[ T][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\]?\s*"),  # ISO timestamp
-    re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+\s+\S+:\d+\]\s?"),  # glog (torch)
-    re.compile(
-        r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s+\d\d-\d\d\s+[\d:.]+\s+(?:\[[^\]]*\]|\S+:\d+\])\s?"
-    ),
-    re.compile(
-        r"^-\s*(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s*-\s*(?:\S+:\d+\s*-\s*)?"
-    ),  # python logging rest
-    re.compile(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+"),
-    re.compile(r"^E {2,}"),  # pytest failure lines
-    re.compile(r"^\[\d{4}-\d\d-\d\d[ T][\d:.,]+(?: [A-Z]+\d+)+\]\s*"),  # SGLang [2024-12-13 01:44:59 TP0]
-    re.compile(r"^(?:stdout|stderr) [FP] "),  # Kubernetes CRI log (after its timestamp)
-    re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.@/-]+(?:\[\d+\])?: "),  # syslog / journal
-    re.compile(r"^\[\s*\d+\.\d+\]\s?"),  # dmesg [ 1843.308145]
-    re.compile(r"^\[rank\d+\]:\s?"),  # torch.distributed [rank0]:
-    re.compile(r"^[\w.-]+\s+\| "),  # docker compose service prefix
-    re.compile(r"^(?:`+|>\s)"),  # markdown quoting of a pasted line
-]
 # Python's warnings module: "path.py:12: SomeWarning: message" (+ message lines, then the indented source)
 _PYWARN = re.compile(r"^\S.*?:\d+: (?:[A-Z]\w*)?Warning: ")
 # a finished progress bar ("100%|", "35/35") is not a stall
@@ -101,39 +78,21 @@ class _Hit:
     outcome: Outcome | None = None
 
 
-def looks_binary(sample: bytes) -> bool:
-    """True if a chunk is not log text: NUL bytes or mostly non-printable, non-UTF-8 bytes."""
-    if not sample:
-        return False
-    if sample.count(0) > len(sample) // 100:
-        return True
-    text = sample.decode("utf-8", "replace")
-    bad = sum(1 for ch in text if ch == "\ufffd" or (ord(ch) < 32 and ch not in "\t\n\r\x1b\x0c\x0b"))
-    return bad > len(text) * 0.3
+def _cap(raw: str) -> str:
+    """An over-long line: keep the last redraw of a progress line, then both ends."""
+    if len(raw) <= MAX_LINE:
+        return raw
+    cut = raw.rfind("\r", 0, len(raw) - 1)
+    if cut >= 0:
+        raw = raw[cut + 1 :]
+    if len(raw) > MAX_LINE:
+        raw = raw[: MAX_LINE // 2] + " ... " + raw[-(MAX_LINE // 2) :]
+    return raw
 
 
-def clean_line(raw: str) -> str:
-    """Strip ANSI escapes and keep the last redraw of a ``\\r`` progress line."""
-    line = _ANSI.sub("", raw.rstrip("\n"))
-    if "\r" in line:
-        parts = [p for p in line.split("\r") if p.strip()]
-        line = parts[-1] if parts else ""
-    return line
-
-
-_PREFIX_ANY = re.compile(
-    "|".join(f"(?i:{rx.pattern})" if rx.flags & re.IGNORECASE else f"(?:{rx.pattern})" for rx in _PREFIXES)
-)
-
-
-def strip_prefixes(line: str) -> str:
-    body = line
-    for _ in range(8):
-        m = _PREFIX_ANY.match(body)
-        if m is None or not m.group(0):
-            break
-        body = body[m.end() :]
-    return body
+def _earliest(hits: list[_Hit]) -> _Hit:
+    """The hit on the earliest line of a non-empty list."""
+    return min(hits, key=lambda h: h.line_no)
 
 
 class LogScanner:
@@ -141,22 +100,7 @@ class LogScanner:
 
     def __init__(self, db: SignatureDB | None = None) -> None:
         self.db = db or signature_db()
-        # highest priority first (stable: file order among equals), each with its literal pre-check
-        self._sigs = sorted(self.db.signatures, key=lambda s: -s.priority)
-        self._gates = [(s, s.literals) for s in self._sigs]
-        self._phase_gates = [(p, p.literals) for p in self.db.phases]
-        # literal index: a line can only match a signature if it contains one of its literals
-        self._sig_always = [i for i, (_, g) in enumerate(self._gates) if g is None]
-        self._sig_by_lit: dict[str, list[int]] = collections.defaultdict(list)
-        for i, (_, g) in enumerate(self._gates):
-            for x in g or ():
-                self._sig_by_lit[x].append(i)
-        self._by_trigram: dict[str, list[str]] = collections.defaultdict(list)
-        for x in set(self._sig_by_lit) | {x for _, g in self._phase_gates for x in g or ()}:
-            self._by_trigram[x[:3]].append(x)
-        self._trigrams = frozenset(self._by_trigram)
-        self._lit_body: str | None = None
-        self._lit_hits: set[str] = set()
+        self.match = LineMatcher(self.db)
         self.n = 0
         self.hits: dict[str, list[_Hit]] = collections.defaultdict(list)
         self.exceptions: list[_Hit] = []
@@ -195,106 +139,28 @@ class LogScanner:
                 start = nl + 1
             buf = buf[start:]
             if len(buf) > MAX_LINE * 4:  # a giant line without newline: keep its start only
+                # the rest of that line arrives with the next chunk and is fed as a new line
                 self.feed_line(buf[: MAX_LINE * 4].decode("utf-8", "replace"))
                 buf = b""
-                self._skip_rest_of_line(stream, chunk)
         if buf:
             self.feed_line(buf.decode("utf-8", "replace"))
-
-    def _skip_rest_of_line(self, stream: IO[bytes], chunk: int) -> None:
-        # Not seekable in general (stdin): the remainder will be fed as a new line; acceptable.
-        return
-
-    def _literal_hits(self, body: str) -> set[str]:
-        if body is self._lit_body:
-            return self._lit_hits
-        low = body.lower()
-        tris = self._trigrams.intersection({low[i : i + 3] for i in range(len(low) - 2)})
-        self._lit_body = body
-        self._lit_hits = {x for t in tris for x in self._by_trigram[t] if x in low}
-        return self._lit_hits
-
-    def _best(self, body: str, kinds: tuple[str, ...] | None = None) -> Signature | None:
-        """The highest-priority signature matching ``body`` (ties: file order)."""
-        hits = self._literal_hits(body)
-        cand = set(self._sig_always)
-        for x in hits:
-            cand.update(self._sig_by_lit.get(x, ()))
-        for i in sorted(cand):
-            s = self._gates[i][0]
-            if (kinds is None or s.kind in kinds) and s.pattern.search(body):
-                return s
-        return None
 
     def feed_line(self, raw: str) -> None:
         self.n += 1
         n = self.n
-        if len(raw) > MAX_LINE:  # keep the last redraw of a progress line, then both ends
-            cut = raw.rfind("\r", 0, len(raw) - 1)
-            if cut >= 0:
-                raw = raw[cut + 1 :]
-            if len(raw) > MAX_LINE:
-                raw = raw[: MAX_LINE // 2] + " ... " + raw[-(MAX_LINE // 2) :]
-        line = clean_line(raw)
+        line = clean_line(_cap(raw))
         body = strip_prefixes(line)
         stripped = body.strip()
-        sig = self._best(body) if stripped else None
-        # phase markers
-        hits = self._literal_hits(body)
-        for pm, lits in self._phase_gates:
-            if lits is not None and lits.isdisjoint(hits):
-                continue
-            if pm.pattern.search(body):
-                changed = not self.phase_marks or self.phase_marks[-1][1] != pm.phase
-                if changed and len(self.phase_marks) < 10000:
-                    self.phase_marks.append((n, pm.phase))
-                break
+        sig = self.match.best(body) if stripped else None
+        self._mark_phase(n, body)
         text = line.strip()[:1000]
         if stripped:
             self.text_lines += 1
-        # A Python warning never ends a run: its header may carry benign/degraded evidence only,
-        # and its message continuation lines (until the indented source line) carry none.
-        if stripped and _PYWARN.match(body):
-            self._warn_body = 3
-            if sig is not None and sig.kind not in ("benign", "degraded"):
-                sig = self._best(body, kinds=("benign", "degraded"))
-            self.tail.append((n, text, sig))
-            if sig is not None:
-                self._record(n, text, sig)
+        if stripped and self._python_warning(n, text, line, body, sig):
             return
-        if self._warn_body and stripped:
-            new_record = body != line or stripped.startswith(_TB_START)
-            if body[:1].isspace() or new_record:
-                self._warn_body = 0
-                if not new_record:  # the quoted source line of the warning
-                    self.tail.append((n, text, None))
-                    return
-            else:
-                self._warn_body -= 1
-                self.tail.append((n, text, None))
-                return
         if sig is not None and sig.kind == "stall" and _DONE_PROGRESS.search(body):
             sig = None
-        # Python tracebacks: the exception line ends a traceback block; the source lines quoted
-        # inside the block ("    raise NoTritonConfigsError(") are not evidence of anything.
-        exc_m = None
-        if stripped.startswith(_TB_START):
-            self._in_tb = True
-        elif stripped:
-            indented = body[:1].isspace() or stripped.startswith(("File ", "^", "~"))
-            if self._in_tb and indented:
-                sig = None
-            else:
-                exc_m = _EXC.match(body)
-                self._in_tb = False
-        if (
-            exc_m is not None
-            and sig is not None
-            and sig.kind in ("benign", "degraded", "stall", "finish")
-            and not exc_m.group(1).endswith("Warning")
-        ):
-            # a raised exception is never benign: look for a failure signature on it, else map its type
-            sig = self._best(body, kinds=("decisive", "wrapper", "echo"))
+        sig, exc_m = self._traceback(body, stripped, sig)
         if sig is not None:
             self._record(n, text, sig)
         elif exc_m is not None and len(self.exceptions) < _MAX_KEEP:
@@ -303,6 +169,61 @@ class LogScanner:
                 self.exceptions.append(_Hit(n, text, None, etype, msg, self._map_exception(etype, msg)))
         if stripped:
             self.tail.append((n, text, sig))
+
+    def _mark_phase(self, n: int, body: str) -> None:
+        phase = self.match.phase(body)
+        if phase is not None:
+            changed = not self.phase_marks or self.phase_marks[-1][1] != phase
+            if changed and len(self.phase_marks) < 10000:
+                self.phase_marks.append((n, phase))
+
+    def _python_warning(self, n: int, text: str, line: str, body: str, sig: Signature | None) -> bool:
+        """A Python warning never ends a run: its header may carry benign/degraded evidence only, and
+        its message continuation lines (until the indented source line) carry none. True: consumed."""
+        stripped = body.strip()
+        if _PYWARN.match(body):
+            self._warn_body = 3
+            if sig is not None and sig.kind not in ("benign", "degraded"):
+                sig = self.match.best(body, kinds=("benign", "degraded"))
+            self.tail.append((n, text, sig))
+            if sig is not None:
+                self._record(n, text, sig)
+            return True
+        if not self._warn_body:
+            return False
+        new_record = body != line or stripped.startswith(_TB_START)
+        if body[:1].isspace() or new_record:
+            self._warn_body = 0
+            if new_record:
+                return False
+        else:
+            self._warn_body -= 1
+        self.tail.append((n, text, None))  # a message line, or the quoted source line of the warning
+        return True
+
+    def _traceback(
+        self, body: str, stripped: str, sig: Signature | None
+    ) -> tuple[Signature | None, re.Match[str] | None]:
+        """Python tracebacks: the exception line ends a traceback block; the source lines quoted inside
+        the block ("    raise NoTritonConfigsError(") are not evidence of anything."""
+        exc_m = None
+        if stripped.startswith(_TB_START):
+            self._in_tb = True
+        elif stripped:
+            indented = body[:1].isspace() or stripped.startswith(("File ", "^", "~"))
+            if self._in_tb and indented:
+                return None, None
+            exc_m = _EXC.match(body)
+            self._in_tb = False
+        if (
+            exc_m is not None
+            and sig is not None
+            and sig.kind in ("benign", "degraded", "stall", "finish")
+            and not exc_m.group(1).endswith("Warning")
+        ):
+            # a raised exception is never benign: look for a failure signature on it, else map its type
+            sig = self.match.best(body, kinds=("decisive", "wrapper", "echo"))
+        return sig, exc_m
 
     def _record(self, n: int, text: str, sig: Signature) -> None:
         bucket = self.hits[sig.kind]
@@ -375,73 +296,60 @@ class LogScanner:
     ) -> Verdict:
         """Decide. ``completed``: True if the probe returned (reported holds its outcome, None if it
         raised), False if the child died / hung, None when unknown (a pasted log)."""
-        decisive = self.hits.get("decisive", [])
-        echoes = [h for h in self.hits.get("echo", []) if h.outcome]
-        wrappers = self.hits.get("wrapper", [])
-        degr = [h for h in self.hits.get("degraded", []) if h.outcome]
-
-        def first_of(hs: list[_Hit]) -> _Hit | None:
-            return min(hs, key=lambda h: h.line_no) if hs else None
-
-        def best_line() -> _Hit | None:
-            for group in (decisive, self.exceptions, degr, echoes):
-                if group:
-                    return first_of(group)
-            return None
-
         if reported is not None and reported is not Outcome.OK:
-            hit = best_line()
-            v = (
-                self._from_hit(hit, reported)
-                if hit
-                else Verdict(reported, None, self._hint(reported), self._phase_at(None), lines=self.n)
-            )
-            v.outcome = reported
-            if hit is None:
-                v.hint = self._hint(reported)
-            return v
+            return self._reported(reported)
         if reported is Outcome.OK and not (timed_out or memory_killed):
             return self._ok()
         if memory_killed:
-            hit = first_of([h for h in decisive if h.outcome is Outcome.OOM])
-            return (
-                self._from_hit(hit)
-                if hit
-                else Verdict(Outcome.OOM, None, self._hint(Outcome.OOM), self._phase_at(None), lines=self.n)
-            )
+            oom = [h for h in self.hits.get("decisive", []) if h.outcome is Outcome.OOM]
+            return self._from_hit(_earliest(oom)) if oom else self._bare(Outcome.OOM)
         runner_failed = (
             timed_out or bool(signal_name) or (exit_code not in (None, 0)) or completed is not None
         )
         if not runner_failed and not self.failure_evidence():
             return self._stall_or_ok(exit_code)
-        if decisive:
-            return self._from_hit(first_of(decisive))
-        if self.exceptions:
-            return self._from_hit(first_of(self.exceptions))
-        if degr:
-            return self._from_hit(first_of(degr))
-        if echoes:
-            return self._from_hit(first_of(echoes))
+        hit = self._best_line()
+        if hit is not None:
+            return self._from_hit(hit)
         if timed_out:
-            return Verdict(
-                Outcome.TIMEOUT, None, self._hint(Outcome.TIMEOUT), self._phase_at(None), lines=self.n
-            )
+            return self._bare(Outcome.TIMEOUT)
         if signal_name:
-            out = Outcome.CRASHED
-            kill_hit = first_of([h for h in wrappers if h.outcome is Outcome.OOM])
-            if signal_name == "SIGKILL" and kill_hit is not None:
-                out = Outcome.OOM
-            return Verdict(
-                out,
-                f"killed by {signal_name}",
-                self._hint(out),
-                self._phase_at(None),
-                lines=self.n,
-                signature="signal",
-            )
+            wrappers = self.hits.get("wrapper", [])
+            killed_for_memory = any(h.outcome is Outcome.OOM for h in wrappers)
+            out = Outcome.OOM if signal_name == "SIGKILL" and killed_for_memory else Outcome.CRASHED
+            return self._bare(out, f"killed by {signal_name}", "signal")
+        return self._wrapper_or_exit(exit_code)
+
+    def _bare(self, outcome: Outcome, cause: str | None = None, signature: str | None = None) -> Verdict:
+        """A verdict with no log line behind it (the runner's evidence, or nothing at all)."""
+        return Verdict(
+            outcome, cause, self._hint(outcome), self._phase_at(None), lines=self.n, signature=signature
+        )
+
+    def _best_line(self) -> _Hit | None:
+        """The earliest decisive line, else exception, degraded-with-outcome, echo line (in that order)."""
+        degr = [h for h in self.hits.get("degraded", []) if h.outcome]
+        echoes = [h for h in self.hits.get("echo", []) if h.outcome]
+        for group in (self.hits.get("decisive", []), self.exceptions, degr, echoes):
+            if group:
+                return _earliest(group)
+        return None
+
+    def _reported(self, reported: Outcome) -> Verdict:
+        """The probe decided a non-ok outcome itself: keep it, with the best line as its evidence."""
+        hit = self._best_line()
+        if hit is None:
+            return self._bare(reported)
+        v = self._from_hit(hit, reported)
+        v.outcome = reported
+        return v
+
+    def _wrapper_or_exit(self, exit_code: int | None) -> Verdict:
+        """Last resorts: a wrapper line ("Engine core initialization failed"), then the exit code."""
+        wrappers = self.hits.get("wrapper", [])
         failing = [h for h in wrappers if h.sig is not None and h.sig.fails] or wrappers
         if failing:
-            v = self._from_hit(first_of(failing))
+            v = self._from_hit(_earliest(failing))
             if v.outcome is Outcome.CRASHED:
                 v.hint = (
                     "only wrapper lines found (the real error was printed elsewhere, e.g. by another process "
@@ -453,16 +361,9 @@ class LogScanner:
             cause = f"exit code {exit_code} with no recognizable error" + (
                 f" (last line: {last})" if last else " and no output"
             )
-            return Verdict(
-                Outcome.CRASHED,
-                cause,
-                self._hint(Outcome.CRASHED),
-                self._phase_at(None),
-                lines=self.n,
-                signature="exit-code",
-            )
+            return self._bare(Outcome.CRASHED, cause, "exit-code")
         # completed with an exception the log does not show, or nothing at all
-        return Verdict(Outcome.CRASHED, None, self._hint(Outcome.CRASHED), self._phase_at(None), lines=self.n)
+        return self._bare(Outcome.CRASHED)
 
     def _ok(self) -> Verdict:
         reasons = list(self.degraded_reasons)
@@ -493,13 +394,6 @@ class LogScanner:
         return self._ok()
 
 
-def classify_lines(lines: Iterable[str], **kw: Any) -> Verdict:
-    scanner = LogScanner()
-    for line in lines:
-        scanner.feed_line(line)
-    return scanner.verdict(**kw)
-
-
 def classify_text(
     text: str,
     *,
@@ -527,7 +421,3 @@ def classify_stream(stream: IO[bytes], **kw: Any) -> Verdict:
     scanner = LogScanner()
     scanner.feed_stream(stream)
     return scanner.verdict(**kw)
-
-
-def iter_lines(text: str) -> Iterator[str]:
-    yield from text.splitlines()

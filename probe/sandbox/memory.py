@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +102,22 @@ def detect_device_memory(timeout_s: float = 10.0) -> DeviceMemory:
     )
 
 
+@dataclass(frozen=True)
+class UnifiedShare:
+    """A cell's share of a unified-memory device (all None: MemTotal unknown, no limits)."""
+
+    mem_share_gib: float | None = None
+    gpu_memory_utilization: float | None = None
+    host_available_gib: float | None = None
+    host_reserve_gib: float | None = None
+    rss_cap_bytes: float | None = None
+    host_critical_bytes: float | None = None
+
+    def as_dict(self) -> dict[str, float]:
+        """The share as journaled (``details.notes._memory_limits``), in field order."""
+        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+
+
 @dataclass
 class MemoryPolicy:
     """Decides, per cell, whether it may start now and what memory it may use.
@@ -140,7 +156,7 @@ class MemoryPolicy:
             return True
         return running_gib + mem_gib + (running + 1) * self.worker_overhead_gib <= self.budget_gib
 
-    def unified_limits(self, mem_gib: float | None, free_slots: int, running: int) -> dict[str, float] | None:
+    def unified_limits(self, mem_gib: float | None, free_slots: int, running: int) -> UnifiedShare | None:
         """Limits for a cell on a unified-memory device, or None if it should wait for running cells."""
         info = self.meminfo or read_meminfo()
         total = info.get("MemTotal", 0) / GIB
@@ -150,14 +166,14 @@ class MemoryPolicy:
         if mem_gib is not None and mem_gib > share and running > 0:
             return None
         if total <= 0:
-            return {}
+            return UnifiedShare()
         cap = max(0.0, (total - reserve) / total)
         util = min(cap, share / total)
-        return {
-            "mem_share_gib": round(share, 3),
-            "gpu_memory_utilization": float(f"{max(0.0, util):.2f}".rstrip("0").rstrip(".") or 0),
-            "host_available_gib": round(avail, 3),
-            "host_reserve_gib": round(reserve, 3),
-            "rss_cap_bytes": float(int(share * GIB)),
-            "host_critical_bytes": float(int(reserve / 2 * GIB)),
-        }
+        return UnifiedShare(
+            mem_share_gib=round(share, 3),
+            gpu_memory_utilization=float(f"{max(0.0, util):.2f}".rstrip("0").rstrip(".") or 0),
+            host_available_gib=round(avail, 3),
+            host_reserve_gib=round(reserve, 3),
+            rss_cap_bytes=float(int(share * GIB)),
+            host_critical_bytes=float(int(reserve / 2 * GIB)),
+        )

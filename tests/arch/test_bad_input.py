@@ -10,7 +10,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from probe.arch import scan as scan_mod
+from probe.arch import describe as describe_mod
 from probe.arch.scan import scan_file, scan_paths, summarize
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,7 +81,7 @@ def test_explicit_directory_named_like_a_file_and_missing_path(tmp_path):
 def test_unreadable_and_vanishing_files(tmp_path, cuda_fixtures, monkeypatch):
     for n in ("a.so", "b.so", "c.so"):
         (tmp_path / n).write_bytes(cuda_fixtures.path("multi.so").read_bytes())
-    real_open = scan_mod._open_file
+    real_open = describe_mod._open_file
 
     def fake_open(path: str) -> int:
         if path.endswith("a.so"):
@@ -90,7 +90,7 @@ def test_unreadable_and_vanishing_files(tmp_path, cuda_fixtures, monkeypatch):
             os.unlink(path)  # vanishes between the walk and the read
         return real_open(path)
 
-    monkeypatch.setattr(scan_mod, "_open_file", fake_open)
+    monkeypatch.setattr(describe_mod, "_open_file", fake_open)
     files = {Path(f.path).name: f for f in scan_paths([tmp_path], use_cache=False, jobs=1)}
     assert files["a.so"].error == "permission denied"
     assert files["b.so"].error == "file vanished or does not exist"

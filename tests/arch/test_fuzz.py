@@ -10,9 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from probe.arch import elf, fatbin
-from probe.arch.model import FileRecord
-from probe.arch.scan import describe
-from probe.arch.wheel import ForwardReader
+from probe.arch.describe import describe
+from probe.arch.elfstream import ForwardReader
+from probe.arch.jsonout import dumps
+from probe.arch.records import FileRecord
 from tests.arch import synth
 
 SEEDS = ("speed.fatbin", "size.fatbin", "sm_90a.cubin", "sm_100f.cubin", "rdc.so", "none.so", "k110a.ptx")
@@ -57,7 +58,7 @@ def _mutate(data: bytes, edits: list[tuple[int, int]], cut: int | None, hot: int
 def _check(data: bytes, name: str) -> None:
     rec = FileRecord(path=name)
     describe(elf.Reader.from_buffer(data), rec, name=name, kernels=True)  # must not raise
-    rec.model_dump_json()
+    dumps(rec)
     fr = ForwardReader(io.BytesIO(data), len(data))
     res = fatbin.walk_region(fr, 0, len(data), section="fatbin", chain_only=True)  # type: ignore[arg-type]
     assert res.end <= max(len(data), 16) + 16

@@ -8,8 +8,8 @@ import ctypes
 import pytest
 
 from probe.arch import elf, fatbin
+from probe.arch.describe import entry_from_raw, scan_file
 from probe.arch.localgpu import local_gpus
-from probe.arch.scan import entry_from_raw, scan_file
 from probe.arch.verdicts import entry_code, verdict_for
 from probe.catalog.gpus import parse_target
 
@@ -62,15 +62,14 @@ def test_driver_agrees_with_verdicts(cuda_fixtures, cuda_ctx):
                 res = fatbin.walk_region(r, sec.offset, sec.offset + sec.size, section=sec.name)
                 for i, (off, size) in enumerate(res.spans):
                     entries = [entry_from_raw(e, None) for e in res.entries if e.container == i]
-                    images.append((data[off:off + size], [c for e in entries if (c := entry_code(e))]))
+                    images.append((data[off : off + size], [c for e in entries if (c := entry_code(e))]))
         for image, codes in images:
             d = verdict_for(codes, gpu)
             expect = d.verdict.loadable
-            if d.verdict.value == "ptx-jit" and d.min_driver:   # PTX newer than the driver: error 222
+            if d.verdict.value == "ptx-jit" and d.min_driver:  # PTX newer than the driver: error 222
                 need = tuple(int(x) for x in d.min_driver.split("."))
                 expect = expect and need <= driver
             rc = _load(cuda, image)
             assert (rc == 0) == expect, (name, [c.label for c in codes], rc)
             checked += 1
     assert checked >= 15
-

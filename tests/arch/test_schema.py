@@ -1,5 +1,5 @@
-"""The lean hot path (dataclass records, fast inflaters) against the validated definitions:
-pydantic models of the JSON contract, plain zlib."""
+"""The one definition of the scan output (probe.arch.records) against real output: validation
+and JSON Schema derived from the same classes, key order, round trips; fast inflaters vs zlib."""
 
 from __future__ import annotations
 
@@ -11,32 +11,88 @@ from dataclasses import fields
 from pathlib import Path
 
 import jsonschema
+import pydantic
 import pytest
 
-from probe.arch import model, schema, wheel
+from probe.arch import inflate, records, wheel
 from probe.arch.scan import scan_file, scan_paths
 from probe.arch.verdicts import file_codes
 
 REPO = Path(__file__).resolve().parents[2]
-CLASSES = ("Entry", "KernelInfo", "FileRecord", "Target", "TargetVerdict", "FileVerdict", "Summary",
-           "VerifyReport", "ScanReport")
 
 
-@pytest.mark.parametrize("name", CLASSES)
-def test_dataclasses_and_pydantic_models_define_the_same_fields(name):
-    lean = {f.name for f in fields(getattr(model, name))}
-    strict = set(getattr(schema, name).model_fields)
-    assert lean == strict, name
+def _names(cls: type) -> list[str]:
+    return [f.name for f in fields(cls)]
+
+
+def test_schema_is_derived_from_the_records():
+    """Every record field is in the JSON Schema, in declaration order, and nothing else is."""
+    sch = records.json_schema()
+    defs = sch["$defs"]
+    for cls in (
+        records.Entry,
+        records.KernelInfo,
+        records.FileRecord,
+        records.Target,
+        records.TargetVerdict,
+        records.FileVerdict,
+        records.Summary,
+        records.VerifyReport,
+    ):
+        assert list(defs[cls.__name__]["properties"]) == _names(cls), cls.__name__
+        assert defs[cls.__name__]["additionalProperties"] is False
+    assert list(sch["properties"]) == _names(records.ScanReport)
+    assert defs["Entry"]["properties"]["suffix"]["enum"] == ["", "a", "f"]
+    assert defs["Entry"]["properties"]["container"]["minimum"] == 0
+
+
+def test_validation_rejects_what_the_contract_forbids():
+    good = {
+        "probe_version": "0",
+        "files": [
+            {
+                "path": "/x",
+                "entries": [
+                    {
+                        "section": "cubin",
+                        "container": 0,
+                        "kind": "sass",
+                        "arch": "sm_90",
+                        "sm": 90,
+                        "suffix": "",
+                        "loadable": True,
+                        "size": 1,
+                    }
+                ],
+            }
+        ],
+    }
+    rep = records.validate_report(good)
+    assert isinstance(rep.files[0].entries[0], records.Entry) and rep.files[0].entries[0].arch == "sm_90"
+    for path, bad in (
+        (("files", 0), {"bogus": 1}),
+        (("files", 0, "entries", 0), {"suffix": "x"}),
+        (("files", 0, "entries", 0), {"container": -1}),
+        (("files", 0), {"kind": "zip"}),
+    ):
+        doc = json.loads(json.dumps(good))
+        node = doc
+        for k in path:
+            node = node[k]
+        node.update(bad)
+        with pytest.raises(pydantic.ValidationError):
+            records.validate_report(doc)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "probe", "scan", *args], capture_output=True, text=True,
-                          cwd=REPO, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "probe", "scan", *args], capture_output=True, text=True, cwd=REPO, timeout=300
+    )
 
 
 def test_real_json_output_validates_against_the_contract(tmp_path, cuda_fixtures):
-    """Real scans (files, a deflated wheel, --kernels) written by the lean path: the pydantic models
-    and the JSON Schema of ``probe scan --schema`` accept them; key order is the contract's."""
+    """Real scans (files, a deflated wheel, --kernels): validation and the JSON Schema of
+    ``probe scan --schema`` accept them; key order is the records' field order."""
     whl = tmp_path / "fx-1.0-py3-none-any.whl"
     with zipfile.ZipFile(whl, "w", zipfile.ZIP_DEFLATED) as z:
         for m in ("multi.so", "rdc.so", "sm_100f.cubin"):
@@ -49,24 +105,25 @@ def test_real_json_output_validates_against_the_contract(tmp_path, cuda_fixtures
         out = _cli(str(cuda_fixtures.dir), str(whl), "--json", "--all-targets", "--no-cache", *extra)
         assert out.returncode == 0, out.stderr
         data = json.loads(out.stdout)
-        report = schema.validate_report(out.stdout)
+        report = records.validate_report(out.stdout)
         jsonschema.validate(data, json_schema)
-        assert list(data) == list(schema.ScanReport.model_fields)
-        assert list(data["files"][0]) == list(schema.FileRecord.model_fields)
-        assert list(data["files"][0]["entries"][0]) == list(schema.Entry.model_fields)
-        assert list(data["verdicts"][0]["targets"]["sm_90"]) == list(schema.TargetVerdict.model_fields)
+        assert list(data) == _names(records.ScanReport)
+        assert list(data["files"][0]) == _names(records.FileRecord)
+        assert list(data["files"][0]["entries"][0]) == _names(records.Entry)
+        assert list(data["verdicts"][0]["targets"]["sm_90"]) == _names(records.TargetVerdict)
         assert any(f["path"].endswith("!fx/multi.so") for f in data["files"])
-        with_code = [f for f in model.ScanReport.model_validate(data).files if file_codes(f)]
+        with_code = [f for f in records.ScanReport.from_dict(data).files if file_codes(f)]
         assert len([v for v in report.verdicts if v.kernel is None]) == len(with_code) > 0
-        # the lean classes read their own output back unchanged
-        assert model.ScanReport.model_validate(data).to_dict() == data
+        # validated or not, the records read their own output back unchanged
+        assert records.ScanReport.from_dict(data).to_dict() == data
+        assert report.to_dict() == data
         if extra:
             assert any(f["kernels"] for f in data["files"])
 
 
 def _available_inflaters() -> list[str]:
     out = []
-    for name in wheel.INFLATERS:
+    for name in inflate.INFLATERS:
         try:
             if name == "zlib-ng":
                 import zlib_ng  # noqa: F401
@@ -78,18 +135,18 @@ def _available_inflaters() -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("name", wheel.INFLATERS)
+@pytest.mark.parametrize("name", inflate.INFLATERS)
 def test_every_inflater_streams_members_like_the_files_on_disk(name, tmp_path, cuda_fixtures, monkeypatch):
     if name not in _available_inflaters():
         pytest.skip(f"{name} is not installed (pip install probe[fast])")
     monkeypatch.setenv("PROBE_INFLATE", name)
-    wheel.inflater.cache_clear()
+    inflate.inflater.cache_clear()
     try:
-        assert wheel.inflater()[0] == name
+        assert inflate.inflater()[0] == name
         # force the streaming reader with tiny pieces: many calls, unconsumed tails, capped output
         monkeypatch.setattr(wheel, "SMALL_MEMBER", 1000)
-        monkeypatch.setattr(wheel, "IN_CHUNK", 1024)
-        monkeypatch.setattr(wheel, "OUT_MAX", 4096)
+        monkeypatch.setattr(inflate, "IN_CHUNK", 1024)
+        monkeypatch.setattr(inflate, "OUT_MAX", 4096)
         whl = tmp_path / "fx-1.0-py3-none-any.whl"
         members = ("multi.so", "rdc.so", "ptxonly.so", "none.so", "sm_90a.cubin")
         with zipfile.ZipFile(whl, "w", zipfile.ZIP_DEFLATED) as z:
@@ -101,8 +158,13 @@ def test_every_inflater_streams_members_like_the_files_on_disk(name, tmp_path, c
         for r, m in zip(recs, members, strict=True):
             disk = scan_file(str(cuda_fixtures.path(m)))
             assert (r.error, r.kind, r.containers, r.relocatable_containers) == (
-                disk.error, disk.kind, disk.containers, disk.relocatable_containers), m
+                disk.error,
+                disk.kind,
+                disk.containers,
+                disk.relocatable_containers,
+            ), m
             assert [(e.arch, e.section, e.container, e.size) for e in r.entries] == [
-                (e.arch, e.section, e.container, e.size) for e in disk.entries], m
+                (e.arch, e.section, e.container, e.size) for e in disk.entries
+            ], m
     finally:
-        wheel.inflater.cache_clear()
+        inflate.inflater.cache_clear()

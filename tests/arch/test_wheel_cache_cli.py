@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from probe.arch import elfstream, wheel
 from probe.arch import scan as scan_mod
-from probe.arch import wheel
 from probe.arch.cache import CACHE_FILE, ScanCache
 from probe.arch.scan import cache_roots, default_roots, scan_file, scan_paths
 
@@ -34,7 +34,9 @@ def _make_wheel(
 
 
 def _strip(rec):
-    d = rec.model_dump(exclude={"path", "package", "cached"})
+    d = rec.to_dict()
+    for k in ("path", "package", "cached"):
+        del d[k]
     for e in d["entries"]:
         e.pop("offset")
     return d
@@ -44,7 +46,7 @@ def _strip(rec):
 def test_wheel_members_match_files_on_disk(tmp_path, cuda_fixtures, monkeypatch, mode):
     if mode == "streamed":  # force the one-pass streaming reader, with small chunks
         monkeypatch.setattr(wheel, "SMALL_MEMBER", 1000)
-        monkeypatch.setattr(wheel, "CHUNK", 4096)
+        monkeypatch.setattr(elfstream, "CHUNK", 4096)
     comp = zipfile.ZIP_STORED if mode == "stored" else zipfile.ZIP_DEFLATED
     whl = _make_wheel(tmp_path, cuda_fixtures, comp)
     recs = scan_paths([whl], kernels=True, use_cache=False)
@@ -58,13 +60,13 @@ def test_streaming_reader_keeps_windows(tmp_path):
     import io
 
     data = bytes(range(256)) * 1000
-    fr = wheel.ForwardReader(io.BytesIO(data), len(data))
+    fr = elfstream.ForwardReader(io.BytesIO(data), len(data))
     fr.capture(200_000, 200_100)
     assert fr.read(10, 4) == data[10:14]
     assert fr.find(bytes([8, 9, 10, 11]), 100) == 264
     fr.finish()
     assert fr.window(200_010, 200_020) == data[200_010:200_020]
-    with pytest.raises(wheel.BackwardRead):
+    with pytest.raises(elfstream.BackwardRead):
         fr.read(5, 1)
 
 

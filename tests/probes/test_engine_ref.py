@@ -6,22 +6,44 @@ import importlib.util
 
 import pytest
 
+from probe.cells import AttentionParams, CellParamsError, EngineParams
 from probe.probes.engine import attention_test_config, engine_kwargs
 
 
+def _attn(**kw: object) -> AttentionParams:
+    return AttentionParams.from_wire(
+        {"backend": "TRITON_ATTN", "num_heads": 32, "num_kv_heads": 2, "head_dim": 256, **kw}
+    )
+
+
 def test_engine_kwargs_maps_cell_params():
-    kw = engine_kwargs({"moe_backend": "marlin", "attention_backend": "FLASH_ATTN", "fa_version": 3})
+    p = EngineParams.from_wire(
+        {"model": "m", "moe_backend": "marlin", "attention_backend": "FLASH_ATTN", "fa_version": 3}
+    )
+    kw = engine_kwargs(p)
     assert kw["moe_backend"] == "marlin" and kw["attention_backend"] == "FLASH_ATTN"
     assert kw["attention_config"] == {"flash_attn_version": 3}
     assert kw["load_format"] == "dummy" and kw["skip_tokenizer_init"] and kw["enforce_eager"]
-    auto = engine_kwargs({"moe_backend": "auto", "attention_backend": "auto"})
+    assert kw["max_model_len"] == 1024 and kw["gpu_memory_utilization"] == 0.5  # the typed defaults
+    auto = engine_kwargs(
+        EngineParams.from_wire({"model": "m", "moe_backend": "auto", "attention_backend": "auto"})
+    )
     assert "moe_backend" not in auto and "attention_backend" not in auto and "attention_config" not in auto
     # attention cells name the backend under "backend"
-    assert engine_kwargs({"backend": "TRITON_ATTN"})["attention_backend"] == "TRITON_ATTN"
+    assert engine_kwargs(_attn())["attention_backend"] == "TRITON_ATTN"
+    # the runner's capped gpu_memory_utilization (unified memory) reaches the engine
+    assert engine_kwargs(_attn(gpu_memory_utilization=0.25))["gpu_memory_utilization"] == 0.25
+
+
+def test_params_of_the_wrong_shape_are_refused():
+    with pytest.raises(CellParamsError, match="num_heads"):
+        AttentionParams.from_wire({"backend": "X", "num_kv_heads": 2, "head_dim": 64})
+    with pytest.raises(CellParamsError, match="is not int"):
+        _attn(num_heads="32")
 
 
 def test_attention_test_config_uses_the_head_layout():
-    cfg = attention_test_config({"num_heads": 32, "num_kv_heads": 2, "head_dim": 256}, hidden=3072)
+    cfg = attention_test_config(_attn(hidden=3072))
     assert cfg["num_attention_heads"] == 32 and cfg["num_key_value_heads"] == 2 and cfg["head_dim"] == 256
     assert cfg["hidden_size"] == 3072 and cfg["num_hidden_layers"] == 1
     assert cfg["architectures"] == ["Qwen3ForCausalLM"]
@@ -72,15 +94,18 @@ def test_sdpa_reference_prefill_and_decode():
 
 def test_engine_args_reach_llm_kwargs_typed_like_the_cli():
     kw = engine_kwargs(
-        {
-            "moe_backend": "marlin",
-            "engine_args": {
-                "gdn_prefill_backend": "triton",
-                "max_num_batched_tokens": "2048",
-                "enable_chunked_prefill": "false",
-                "gpu_memory_utilization": "0.3",
-            },
-        }
+        EngineParams.from_wire(
+            {
+                "model": "m",
+                "moe_backend": "marlin",
+                "engine_args": {
+                    "gdn_prefill_backend": "triton",
+                    "max_num_batched_tokens": "2048",
+                    "enable_chunked_prefill": "false",
+                    "gpu_memory_utilization": "0.3",
+                },
+            }
+        )
     )
     assert kw["gdn_prefill_backend"] == "triton" and kw["max_num_batched_tokens"] == 2048
     assert kw["enable_chunked_prefill"] is False and kw["gpu_memory_utilization"] == 0.3

@@ -38,8 +38,18 @@ def test_moe_probe_runs_against_reference(backend, quant):
     from probe.probes.common import LocalContext
 
     ctx = LocalContext()
-    r = moe.run({"backend": backend, "quant": quant, "experts": 8, "hidden": 1024, "intermediate": 256,
-                 "top_k": 2, "batch_sizes": [1, 16]}, ctx)
+    r = moe.run(
+        {
+            "backend": backend,
+            "quant": quant,
+            "experts": 8,
+            "hidden": 1024,
+            "intermediate": 256,
+            "top_k": 2,
+            "batch_sizes": [1, 16],
+        },
+        ctx,
+    )
     assert r["outcome"] == "ok", r
     assert r["ref_error"] < 0.05 and r["timings"]["forward_ms_b1"] > 0
     assert "process_weights" in ctx.phases
@@ -50,6 +60,8 @@ def test_moe_probe_refusal_is_unsupported():
     from probe.probes import moe
     from probe.probes.common import LocalContext
 
-    r = moe.run({"backend": "marlin", "quant": "bf16", "experts": 8, "hidden": 1024, "intermediate": 256,
-                 "top_k": 2}, LocalContext())
+    r = moe.run(
+        {"backend": "marlin", "quant": "bf16", "experts": 8, "hidden": 1024, "intermediate": 256, "top_k": 2},
+        LocalContext(),
+    )
     assert r["outcome"] == "unsupported" and "not supported" in r["reason"]

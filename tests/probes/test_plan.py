@@ -7,7 +7,8 @@ import importlib
 
 import pytest
 
-from probe.errors import UsageError
+from probe.cli import plan_args
+from probe.errors import OptionError, UsageError
 from probe.probes import plan as plan_mod
 from probe.probes import vllm_compat
 
@@ -16,8 +17,12 @@ from .conftest import FAKE
 
 def _args(*argv: str) -> argparse.Namespace:
     p = argparse.ArgumentParser()
-    plan_mod.add_plan_arguments(p)
+    plan_args.add_plan_arguments(p)
     return p.parse_args(list(argv))
+
+
+def _plan(*argv: str) -> list:
+    return plan_args.build_plan_from_args(_args(*argv))
 
 
 @pytest.fixture
@@ -28,7 +33,7 @@ def vllm026(monkeypatch):
 
 
 def test_default_plan_covers_every_accepted_backend(vllm026):
-    specs = plan_mod.build_plan(_args())
+    specs = _plan()
     ids = [s.id for s in specs]
     assert len(ids) == len(set(ids))
     moe = [s for s in specs if s.kind == "moe"]
@@ -48,13 +53,13 @@ def test_default_plan_covers_every_accepted_backend(vllm026):
 
 
 def test_attention_and_engine_cells_are_isolated(vllm026):
-    specs = plan_mod.build_plan(_args("--kinds", "attention,engine"))
+    specs = _plan("--kinds", "attention,engine")
     attn = [s for s in specs if s.kind == "attention"]
     eng = [s for s in specs if s.kind == "engine"]
     assert attn and eng and all(s.isolate for s in attn + eng)
     # an engine takes gpu_memory_utilization of the device: under -j N it runs alone
     assert all(s.params["exclusive"] is True for s in attn + eng)
-    assert not any(s.params.get("exclusive") for s in plan_mod.build_plan(_args("--kinds", "moe")))
+    assert not any(s.params.get("exclusive") for s in _plan("--kinds", "moe"))
     assert all(s.env.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0" for s in attn + eng)
     fa = sorted(
         s.params["fa_version"]
@@ -83,15 +88,15 @@ def test_attention_and_engine_cells_are_isolated(vllm026):
 
 
 def test_mla_model_gets_mla_backends(vllm026):
-    specs = plan_mod.build_plan(_args("--kinds", "attention", "--models", "deepseek-v3"))
+    specs = _plan("--kinds", "attention", "--models", "deepseek-v3")
     names = {s.params["backend"] for s in specs}
     assert "FLASHMLA" in names and "TRITON_MLA" in names and "FLASH_ATTN" not in names
     assert all(s.params["mla"] for s in specs)
 
 
 def test_pairs_flag(vllm026):
-    specs = plan_mod.build_plan(
-        _args(
+    specs = _plan(
+        *(
             "--kinds",
             "engine",
             "--models",
@@ -122,18 +127,18 @@ def test_pairs_flag(vllm026):
 )
 def test_bad_flags_are_usage_errors(vllm026, argv):
     with pytest.raises(UsageError):
-        plan_mod.build_plan(_args(*argv))
+        _plan(*argv)
 
 
 def test_without_vllm_plans_static_superset(monkeypatch, tmp_path):
     empty = vllm_compat.static_info([str(tmp_path)])  # nothing there: "vLLM not installed"
     monkeypatch.setattr(vllm_compat, "static_info", lambda search_path=None: empty)
-    specs = plan_mod.build_plan(_args("--kinds", "moe", "--experts", "8", "--models", "35b", "--tp", "1"))
+    specs = _plan("--kinds", "moe", "--experts", "8", "--models", "35b", "--tp", "1")
     assert {s.params["backend"] for s in specs} == set(vllm_compat.known_moe_backends())
 
 
 def test_targets_resolve_without_torch(vllm026):
-    for spec in plan_mod.build_plan(_args("--experts", "8", "--tp", "1")):
+    for spec in _plan("--experts", "8", "--tp", "1"):
         mod, fn = spec.target.split(":")
         assert callable(getattr(importlib.import_module(mod), fn))
 
@@ -159,12 +164,12 @@ def test_probe_run_cli_registers_plan_flags(vllm026):
             "2",
         ]
     )
-    ids = {s.id for s in plan_mod.build_plan(args)}
+    ids = {s.id for s in plan_args.build_plan_from_args(args)}
     assert "moe/marlin/nvfp4/E=256/H=3072/I=512/k=8/tp=2" in ids
 
 
 def test_gdn_models_get_a_triton_gdn_prefill_variant(vllm026):
-    specs = plan_mod.build_plan(_args("--kinds", "engine", "--models", "122b,nano"))
+    specs = _plan("--kinds", "engine", "--models", "122b,nano")
     gdn = [s for s in specs if s.params.get("engine_args")]
     assert {s.params["model"] for s in gdn} == {"qwen3.5-122b-a10b"}  # Nemotron's Mamba2 is no GDN
     assert len(gdn) == 3 and all(s.params["engine_args"] == {"gdn_prefill_backend": "triton"} for s in gdn)
@@ -173,8 +178,8 @@ def test_gdn_models_get_a_triton_gdn_prefill_variant(vllm026):
 
 
 def test_user_engine_args_apply_to_every_engine_cell(vllm026):
-    specs = plan_mod.build_plan(
-        _args("--kinds", "engine", "--models", "122b", "--engine-args", "gdn-prefill-backend=flashinfer")
+    specs = _plan(
+        *("--kinds", "engine", "--models", "122b", "--engine-args", "gdn-prefill-backend=flashinfer")
     )
     # the user's own GDN choice replaces the automatic variant
     assert [s.params["engine_args"] for s in specs] == [{"gdn_prefill_backend": "flashinfer"}] * 3
@@ -185,4 +190,64 @@ def test_bad_engine_args_are_usage_errors(bad):
     from probe.errors import UsageError
 
     with pytest.raises(UsageError, match="KEY=VALUE"):
-        plan_mod.parse_engine_args(bad)
+        plan_args.parse_engine_args(bad)
+
+
+def test_core_errors_name_options_and_the_cli_words_them_as_flags(vllm026):
+    # the planner speaks of options, not flags ...
+    with pytest.raises(OptionError) as exc:
+        plan_mod.build_plan(plan_mod.PlanOptions(kinds=("moe", "bogus")))
+    assert exc.value.option == "kinds" and "--" not in str(exc.value)
+    with pytest.raises(OptionError, match="fa_versions"):
+        plan_mod.build_plan(plan_mod.PlanOptions(fa_versions=(5,)))
+    # ... and the CLI words them as its flags, with the same help as before
+    with pytest.raises(UsageError, match=r"^--kinds: unknown bogus; known: import, moe, attention, engine"):
+        _plan("--kinds", "moe,bogus")
+    with pytest.raises(UsageError, match=r"^--moe-backends: vLLM .* does not accept not_a_backend") as e2:
+        _plan("--moe-backends", "not_a_backend")
+    assert "accepted:" in str(e2.value)
+
+
+def test_plan_options_are_typed_and_frozen():
+    opts = plan_args.plan_options(
+        _args("--pairs", "marlin:flash_attn:3", "--engine-args", "a=1", "--tp", "2")
+    )
+    assert opts.pairs == (plan_mod.EnginePair("marlin", "FLASH_ATTN", 3),)
+    assert opts.engine_args == {"a": "1"} and opts.tp == (2,) and opts.moe_backends is None
+    with pytest.raises(AttributeError):
+        opts.tp = (1,)  # type: ignore[misc]
+
+
+def test_specs_round_trip_through_typed_params(vllm026):
+    from probe.cells import AttentionParams, CellKind, EngineParams, MoeParams
+
+    typed = {CellKind.MOE: MoeParams, CellKind.ATTENTION: AttentionParams, CellKind.ENGINE: EngineParams}
+    specs = _plan("--experts", "8", "--tp", "1", "--models", "122b")
+    assert {s.kind for s in specs} == set(CellKind) - {CellKind.FIXTURE}
+    for s in specs:
+        if s.kind in typed:
+            p = typed[s.kind].from_wire(s.params)
+            assert p.to_wire(s.budget) == s.params  # same keys, same order
+            assert list(p.to_wire(s.budget)) == list(s.params)
+        assert s.budget.timeout_s == s.timeout_s
+        assert s.budget.exclusive is (s.kind in (CellKind.ATTENTION, CellKind.ENGINE))
+
+
+def test_published_plan_file_loads_and_its_params_parse():
+    import gzip
+    import json
+    from pathlib import Path
+
+    from probe.cells import AttentionParams, CellKind, CellSpec, EngineParams, MoeParams
+    from probe.sandbox.journal import plan_hash
+
+    path = Path(__file__).parents[2] / "matrices/measured/nvidia-h200-sm90-vllm-0.26.0.plan.json.gz"
+    raw = json.loads(gzip.decompress(path.read_bytes()))
+    specs = [CellSpec.model_validate(c) for c in raw]
+    assert len(specs) == 1300
+    assert [s.model_dump(mode="json") for s in specs] == raw  # loads and dumps identically
+    typed = {CellKind.MOE: MoeParams, CellKind.ATTENTION: AttentionParams, CellKind.ENGINE: EngineParams}
+    for s in specs:
+        if s.kind in typed:
+            assert typed[s.kind].from_wire(s.params).to_wire(s.budget) == s.params
+    assert len(plan_hash(specs)) == 16

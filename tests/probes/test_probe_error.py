@@ -11,8 +11,9 @@ import pytest
 import probe
 from probe.cells import CellSpec
 from probe.outcomes import Outcome
-from probe.sandbox import procs, runner
-from probe.sandbox.runner import RunnerConfig, probe_code_location, run_cells
+from probe.sandbox import procs, results
+from probe.sandbox.results import probe_code_location
+from probe.sandbox.runner import RunnerConfig, run_cells
 
 FIXTURE_DIR = Path(__file__).resolve().parent / "bugfixture"
 T = "tests.probes.bugfixture.buggy:"
@@ -66,11 +67,12 @@ def test_location_helper_recognises_probe_package():
 
 @pytest.mark.parametrize("isolate", [False, True])
 def test_real_probe_code_error_is_flagged(cfg, isolate):
-    # probe.probes.moe:run reads params["backend"] first: an empty params dict raises KeyError there
+    # probe.probes.moe:run parses its params first: an empty params dict is refused by the cell contract
     r = one(cfg, "probe.probes.moe:run", isolate=isolate)
-    assert r.details["exception"]["type"] == "KeyError"
+    assert r.details["exception"]["type"].endswith("CellParamsError")
+    assert "missing 4 required keyword-only arguments" in r.details["exception"]["message"]
     assert r.details.get("probe_error") is True
-    assert "raised in probe's own code (probe/probes/moe.py:" in r.hint
+    assert "raised in probe's own code (probe/cells.py:" in r.hint
     assert "most likely a probe bug, not a backend failure" in r.hint
 
 
@@ -79,7 +81,7 @@ def test_fixture_attribute_error_flagged_only_inside_probe_code(cfg, monkeypatch
     plain = one(cfg, T + "attribute_error", isolate=isolate)
     assert plain.details["exception"]["type"] == "AttributeError"
     assert "probe_error" not in plain.details  # tests/ is not probe's code
-    monkeypatch.setattr(runner, "PROBE_CODE_DIRS", [*runner.PROBE_CODE_DIRS, FIXTURE_DIR])
+    monkeypatch.setattr(results, "PROBE_CODE_DIRS", [*results.PROBE_CODE_DIRS, FIXTURE_DIR])
     r = one(cfg, T + "attribute_error", isolate=isolate)
     assert r.details.get("probe_error") is True
     assert r.hint.startswith("raised in probe's own code (tests/probes/bugfixture/buggy.py:16)")
@@ -88,7 +90,7 @@ def test_fixture_attribute_error_flagged_only_inside_probe_code(cfg, monkeypatch
 
 
 def test_errors_raised_outside_or_imports_are_not_flagged(cfg, monkeypatch):
-    monkeypatch.setattr(runner, "PROBE_CODE_DIRS", [*runner.PROBE_CODE_DIRS, FIXTURE_DIR])
+    monkeypatch.setattr(results, "PROBE_CODE_DIRS", [*results.PROBE_CODE_DIRS, FIXTURE_DIR])
     elsewhere = one(cfg, T + "raised_elsewhere")
     assert elsewhere.details["exception"]["frame"]["file"].endswith(("json/decoder.py", "json/__init__.py"))
     assert "probe_error" not in elsewhere.details

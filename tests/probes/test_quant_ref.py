@@ -24,7 +24,7 @@ def test_e2m1_roundtrip_and_packing():
     codes = q._e2m1_encode(vals)
     dec = q._e2m1_decode(codes)
     assert dec[:10].tolist() == [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.5, -6.0]
-    assert dec[10].item() == 0.5 and dec[11].item() == 6.0          # round to nearest
+    assert dec[10].item() == 0.5 and dec[11].item() == 6.0  # round to nearest
     packed = q.pack_fp4(codes.view(1, -1))
     assert packed.shape == (1, 6) and packed.dtype == torch.uint8
     assert int(packed[0, 0]) == int(codes[0]) | (int(codes[1]) << 4)  # element 0 in the low nibble
@@ -111,8 +111,10 @@ def test_quantize_experts_chunked_equals_whole(quant):
     t2, r13b, r2b = quantize_experts(quant, w13, w2, torch, chunk=16)
     assert t1.keys() == t2.keys()
     for k in t1:
-        assert torch.equal(t1[k].float() if t1[k].is_floating_point() else t1[k],
-                           t2[k].float() if t2[k].is_floating_point() else t2[k]), k
+        assert torch.equal(
+            t1[k].float() if t1[k].is_floating_point() else t1[k],
+            t2[k].float() if t2[k].is_floating_point() else t2[k],
+        ), k
     assert torch.equal(r13a, r13b) and torch.equal(r2a, r2b)
     assert _rel(r13a, w13) < q.TOLERANCE[quant] + 0.12
 

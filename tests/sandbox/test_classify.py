@@ -392,3 +392,44 @@ def test_root_cause_drops_the_logger_prefix():
         assert v.outcome.value == "import_error"
         causes.add(v.root_cause)
     assert causes == {"ModuleNotFoundError: No module named 'flashinfer'"}
+
+
+@pytest.mark.parametrize(
+    ("line", "outcome"),
+    [
+        # a compiled module missing from the install (issue 11; vLLM 0.26.0 slim wheel on an H200)
+        (
+            "ImportError: cannot import name '_vllm_fa2_C' from partially initialized module "
+            "'vllm.vllm_flash_attn' (most likely due to a circular import) (/tmp/site/vllm/vllm_flash_attn/__init__.py)",
+            "import_error",
+        ),
+        (
+            "ImportError: cannot import name '_vllm_fa3_C' from 'vllm.vllm_flash_attn' (unknown location)",
+            "import_error",
+        ),
+        # a Python name that moved between versions stays a version skew (vllm-project/vllm#16813)
+        (
+            "ImportError: cannot import name 'get_scheduler_metadata' from 'vllm.vllm_flash_attn'",
+            "api_mismatch",
+        ),
+        ("ImportError: cannot import name 'abc_c' from 'pkg'", "api_mismatch"),  # `_C` is case-sensitive
+    ],
+)
+def test_missing_compiled_module_is_an_import_error(line, outcome):
+    log = f'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\n{line}\n'
+    v = classify_text(log, exit_code=1)
+    assert v.outcome.value == outcome, v.root_cause
+    assert v.root_cause is not None and "cannot import name" in v.root_cause
+
+
+def test_jit_lines_mark_the_jit_phase():
+    log = (
+        "INFO 11-23 10:00:00 [core.py:1] Loading weights took 0.1 s\n"
+        "2026-11-23 10:00:01,000 - INFO - core.py:123 - flashinfer.jit: Loading JIT ops: fused_moe_90\n"
+        "[1/3] /usr/local/cuda/bin/nvcc --generate-dependencies-with-compile -c moe.cu -o moe.cuda.o\n"
+    )
+    scanner = LogScanner()
+    scanner.feed_text(log)
+    assert [p for _, p in scanner.phase_marks][-1] == "jit"
+    v = scanner.verdict(timed_out=True)
+    assert v.outcome is Outcome.TIMEOUT and v.phase == "jit"

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from probe.catalog.signatures import signature_db
 from probe.outcomes import Outcome
-from probe.sandbox.classify import LogScanner, classify_stream, classify_text, looks_binary
+from probe.sandbox.classify import classify_stream, classify_text, looks_binary
+from probe.sandbox.logtext import LineMatcher
 
 ROOT = Path(__file__).resolve().parents[2]
 HELD = ROOT / "tests" / "sandbox" / "heldout"
@@ -147,9 +149,12 @@ def test_finished_progress_bar_is_not_a_hang():
 
 def test_literal_gate_never_hides_a_match():
     """The literal pre-check is an optimisation only: same verdict as trying every signature."""
-    sc = LogScanner()
+    db = signature_db()
+    matcher = LineMatcher(db)
+    by_priority = sorted(db.signatures, key=lambda s: -s.priority)
     lines = [ln for e in INDEX for ln in (HELD / e["file"]).read_text().splitlines()]
     lines += [ln for p in sorted((ROOT / "tests" / "data" / "logs").glob("*.log")) for ln in p.read_text(errors="replace").splitlines()]
     for ln in lines:
-        brute = next((s for s in sc._sigs if s.pattern.search(ln)), None)
-        assert sc._best(ln) is brute, ln
+        brute = next((s for s in by_priority if s.pattern.search(ln)), None)
+        assert matcher.best(ln) is brute, ln
+        assert matcher.phase(ln) == next((p.phase for p in db.phases if p.pattern.search(ln)), None), ln

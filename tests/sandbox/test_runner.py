@@ -294,13 +294,22 @@ def test_unified_memory_limits_from_meminfo():
         meminfo={"MemTotal": 122 * GIB, "MemAvailable": 100 * GIB},
     )
     lim = pol.unified_limits(None, free_slots=1, running=0)
+    assert lim is not None
     reserve = max(8, 0.15 * 122)
-    assert lim["host_reserve_gib"] == pytest.approx(reserve, abs=0.01)
-    assert lim["mem_share_gib"] == pytest.approx(100 - reserve, abs=0.01)
-    assert lim["gpu_memory_utilization"] <= (122 - reserve) / 122
-    assert lim["rss_cap_bytes"] == pytest.approx((100 - reserve) * GIB, rel=1e-3)
+    assert lim.host_reserve_gib == pytest.approx(reserve, abs=0.01)
+    assert lim.mem_share_gib == pytest.approx(100 - reserve, abs=0.01)
+    assert lim.gpu_memory_utilization <= (122 - reserve) / 122
+    assert lim.rss_cap_bytes == pytest.approx((100 - reserve) * GIB, rel=1e-3)
+    assert list(lim.as_dict()) == [
+        "mem_share_gib",
+        "gpu_memory_utilization",
+        "host_available_gib",
+        "host_reserve_gib",
+        "rss_cap_bytes",
+        "host_critical_bytes",
+    ]
     two = pol.unified_limits(None, free_slots=2, running=0)
-    assert two["mem_share_gib"] == pytest.approx((100 - reserve) / 2, abs=0.01)
+    assert two is not None and two.mem_share_gib == pytest.approx((100 - reserve) / 2, abs=0.01)
     # a cell that needs more than its share waits while others run, runs anyway when alone
     assert pol.unified_limits(90.0, free_slots=1, running=1) is None
     assert pol.unified_limits(90.0, free_slots=1, running=0) is not None

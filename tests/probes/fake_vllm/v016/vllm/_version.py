@@ -1,1 +1,1 @@
-__version__ = version = '0.16.0'
+__version__ = version = "0.16.0"

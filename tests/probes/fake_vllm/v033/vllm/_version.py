@@ -1,1 +1,1 @@
-__version__ = version = '0.33.0'
+__version__ = version = "0.33.0"

@@ -2,4 +2,4 @@
 
 
 def FusedMoE(**kwargs):
-    return ('FusedMoE', kwargs)
+    return ("FusedMoE", kwargs)

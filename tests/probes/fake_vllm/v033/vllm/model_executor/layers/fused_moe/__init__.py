@@ -2,4 +2,4 @@
 
 
 def FusedMoEFactory(**kwargs):
-    return ('FusedMoEFactory', kwargs)
+    return ("FusedMoEFactory", kwargs)

@@ -1,0 +1,342 @@
+"""Scan the device code of a container image, layer by layer, without running or unpacking it.
+
+Layers are read **from the top one down**, each once. By the time a layer is read, every layer
+above it has been, so whether one of its members is visible in the final image is known when its
+header passes (an upper layer holds the same path, a whiteout ``.wh.NAME`` or an opaque marker
+``.wh..wh..opq`` covers it, or a non-folder replaced one of its parent folders): hidden members
+are never read. A visible member whose name looks like device code (``.so``, ``.so.N``,
+``.cubin``, ``.fatbin``, ``.ptx``) is described with the per-file engine of
+:mod:`probe.arch.scan` — at random through ``pread`` in an uncompressed layer; else its first
+64 bytes decide (not ELF: done), small ones are described in memory, large host ELFs streamed
+header by header (:func:`probe.arch.elfstream.stream_elf`). ``RECORD`` files of ``*.dist-info``
+folders are read for package attribution. Symlinks and hard links are resolved inside the image
+(absolute targets from the image root, ``..`` stops at the root): each physical file is reported
+once, under its own path, as ``IMAGE!/usr/lib/…/x.so``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from probe.arch import elf, fatbin
+from probe.arch.describe import MAX_PTX_FILE, describe
+from probe.arch.image.cache import LayerCache, layer_key
+from probe.arch.image.envs import MAX_RECORD, RECORD_RE, Environments, record_paths
+from probe.arch.image.layers import (
+    DIRECTORY,
+    HARDLINK,
+    REGULAR,
+    SYMLINK,
+    Blob,
+    LayerError,
+    Member,
+    MemberStream,
+    TarStream,
+)
+from probe.arch.records import FileRecord
+from probe.arch.roots import DEVICE_FILE_RE
+
+log = logging.getLogger(__name__)
+
+#: members up to this size are described in memory; larger host ELFs are streamed
+SMALL_MEMBER = 16 << 20
+#: largest member held in memory (bare cubins / fatbins, and any ELF with --kernels)
+MAX_IN_MEMORY = 2 << 30
+MAX_SYMLINK_HOPS = 40
+
+
+@dataclass
+class LayerIndex:
+    """What one layer holds (JSON-serialisable: the per-layer cache value)."""
+
+    types: dict[str, str] = field(default_factory=dict)  # path -> tar type ("0", "2", "5" …)
+    links: dict[str, str] = field(default_factory=dict)  # symlink / hard link path -> target
+    whiteouts: list[str] = field(default_factory=list)
+    opaque: list[str] = field(default_factory=list)
+    dist: dict[str, list[str]] = field(default_factory=dict)  # RECORD path -> device-code paths
+    records: dict[str, FileRecord] = field(default_factory=dict)  # path -> record (path: the member)
+    unsafe: list[str] = field(default_factory=list)  # names climbing above the root
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["records"] = {p: r.to_dict() for p, r in self.records.items()}
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> LayerIndex:
+        idx = cls(**{**d, "records": {}})
+        idx.records = {p: FileRecord.from_dict({**r, "cached": True}) for p, r in d["records"].items()}
+        return idx
+
+
+def is_device_name(path: str) -> bool:
+    return bool(DEVICE_FILE_RE.search(path)) and not path.endswith(".whl")
+
+
+class Upper:
+    """The union of the layers above the one being read: decides a lower member's visibility."""
+
+    def __init__(self) -> None:
+        self.types: dict[str, str] = {}
+        self.links: dict[str, str] = {}
+        self.deleted: set[str] = set()  # whiteouts and opaque folders
+        self.layer_of: dict[str, int] = {}
+
+    def hidden(self, path: str) -> bool:
+        if path in self.types or path in self.deleted:
+            return True
+        i = path.rfind("/")
+        while i > 0:
+            a = path[:i]
+            t = self.types.get(a)
+            if (t is not None and t != DIRECTORY) or a in self.deleted:
+                return True
+            i = path.rfind("/", 0, i)
+        return False
+
+    def add(self, idx: LayerIndex, n: int) -> None:
+        for p, t in idx.types.items():
+            if not self.hidden(p):
+                self.types[p] = t
+                self.layer_of[p] = n
+                if p in idx.links:
+                    self.links[p] = idx.links[p]
+        # a layer's own whiteouts hide only what lies below it: add them after its entries
+        self.deleted.update(idx.whiteouts)
+        self.deleted.update(idx.opaque)
+
+
+def _one_shot(stream: MemberStream) -> Any:
+    used = False
+
+    def open_member() -> MemberStream:
+        nonlocal used
+        if used:
+            raise elf.ElfParseError("section data outside the window kept while streaming the member")
+        used = True
+        return stream
+
+    return open_member
+
+
+def describe_member(tar: TarStream, m: Member, *, kernels: bool) -> FileRecord:
+    """Describe one regular member (never raises for bad content; LayerError passes through)."""
+    assert m.path is not None
+    rec = FileRecord(path=m.path, size=m.size)
+    name = m.path
+    try:
+        if tar.seekable:  # random access, exactly as a file on disk
+            base = m.data_offset
+            describe(
+                elf.Reader(lambda off, n: tar.pread(base + off, n), m.size), rec, name=name, kernels=kernels
+            )
+            return rec
+        ms = MemberStream(tar, m)
+        head = ms.peek(min(64, m.size))
+        is_ptx = name.endswith(".ptx")
+        if not (elf.is_elf(head) or fatbin.is_container_start(head) or is_ptx) or m.size == 0:
+            describe(elf.Reader(lambda off, n: head[off : off + n], m.size), rec, name=name, kernels=False)
+            return rec
+        if is_ptx and m.size > MAX_PTX_FILE:
+            rec.kind, rec.error = "ptx", f"PTX file larger than {MAX_PTX_FILE >> 20} MiB: not read"
+            return rec
+        is_host_elf = elf.is_elf(head) and int.from_bytes(head[18:20], "little") != elf.EM_CUDA
+        if is_host_elf and m.size > SMALL_MEMBER and not kernels:
+            from probe.arch.elfstream import stream_elf
+
+            stream_elf(_one_shot(ms), m.size, rec, False)
+            return rec
+        if m.size > MAX_IN_MEMORY:
+            rec.error = f"member larger than {MAX_IN_MEMORY >> 30} GiB: not read"
+            return rec
+        describe(elf.Reader.from_buffer(ms.read_all()), rec, name=name, kernels=kernels)
+    except (elf.ElfParseError, fatbin.FatbinParseError) as exc:
+        rec.error = str(exc)
+    return rec
+
+
+def read_layer(fd: int, blob: Blob, upper: Upper, *, kernels: bool, idx: LayerIndex) -> None:
+    """One pass over a layer: fill ``idx`` (member list, RECORDs, records of visible members)."""
+    tar = TarStream(fd, blob)
+    try:
+        _read_members(tar, upper, kernels=kernels, idx=idx)
+    finally:
+        tar.close()
+
+
+def _read_members(tar: TarStream, upper: Upper, *, kernels: bool, idx: LayerIndex) -> None:
+    for m in tar.members():
+        if m.path is None:
+            idx.unsafe.append(m.name)
+            continue
+        path = m.path
+        d, base = posixpath.split(path)
+        if base.startswith(".wh."):
+            if base == ".wh..wh..opq":
+                idx.opaque.append(d)
+            else:
+                idx.whiteouts.append(posixpath.join(d, base[4:]))
+            continue
+        idx.types[path] = m.type
+        if m.type in (SYMLINK, HARDLINK):
+            idx.links[path] = m.linkname
+        elif path in idx.links:
+            del idx.links[path]
+        if m.type != REGULAR:
+            idx.records.pop(path, None)
+            continue
+        if base == "RECORD" and m.size <= MAX_RECORD and RECORD_RE.match(path):
+            idx.dist[path] = record_paths(path, MemberStream(tar, m).read_all())
+        elif is_device_name(base) and not upper.hidden(path):
+            idx.records[path] = describe_member(tar, m, kernels=kernels)
+        else:
+            idx.records.pop(path, None)
+
+
+def _complete(idx: LayerIndex, upper: Upper) -> bool:
+    """A cached layer is enough when every member visible now was read when it was stored."""
+    return all(
+        p in idx.records
+        for p, t in idx.types.items()
+        if t == REGULAR and is_device_name(p) and not upper.hidden(p)
+    )
+
+
+def layer_indexes(
+    blobs: list[Blob], *, kernels: bool, cache: LayerCache | None
+) -> tuple[list[LayerIndex], Upper]:
+    """Read every layer, top one first (see the module docstring); bottom layer first in the result."""
+    upper = Upper()
+    out: list[LayerIndex] = []
+    fds: dict[str, int] = {}
+    try:
+        for n in range(len(blobs) - 1, -1, -1):
+            blob = blobs[n]
+            key = layer_key(blob.digest, blob.size, kernels) if cache else None
+            hit = cache.get(key) if cache else None
+            idx = None
+            if hit:
+                try:
+                    idx = LayerIndex.from_json(hit)
+                except (TypeError, KeyError, ValueError, AttributeError):
+                    log.warning("unreadable layer cache entry for %s: ignored", blob.digest)
+            if idx is None or not _complete(idx, upper):
+                old = idx
+                idx = LayerIndex()
+                try:
+                    if blob.path not in fds:
+                        fds[blob.path] = os.open(blob.path, os.O_RDONLY)
+                    read_layer(fds[blob.path], blob, upper, kernels=kernels, idx=idx)
+                except LayerError as exc:
+                    idx.error = str(exc)
+                except OSError as exc:
+                    idx.error = f"cannot read: {exc.strerror or exc}"
+                if old is not None and idx.error is None:  # keep members read by earlier scans
+                    idx.records = {**{p: r for p, r in old.records.items() if p in idx.types}, **idx.records}
+                if cache and idx.error is None:
+                    cache.put(key, idx.to_json())
+            upper.add(idx, n)
+            out.append(idx)
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    out.reverse()
+    return out, upper
+
+
+# ----------------------------------------------------------------------------------------------
+# the final tree
+
+
+class _Unresolved(Exception):
+    pass
+
+
+def resolve(path: str, upper: Upper) -> str:
+    """Follow symlinks (and hard links) of the final tree; the image root is ``/`` for them."""
+    out: list[str] = []
+    queue = deque(path.split("/"))
+    hops = 0
+    while queue:
+        part = queue.popleft()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if out:
+                out.pop()
+            continue
+        cur = "/".join([*out, part])
+        t = upper.types.get(cur)
+        if t in (SYMLINK, HARDLINK):
+            hops += 1
+            if hops > MAX_SYMLINK_HOPS:
+                raise _Unresolved("symlink loop")
+            target = upper.links.get(cur, "")
+            if t == HARDLINK or target.startswith("/"):
+                out = []  # hard link names are archive paths: from the root too
+            queue.extendleft(reversed(target.split("/")))
+            continue
+        if t is not None and t != DIRECTORY and queue and any(q not in ("", ".") for q in queue):
+            raise _Unresolved("not a directory")
+        out.append(part)
+    return "/".join(out)
+
+
+def _walk_key(path: str) -> tuple[tuple[int, str], ...]:
+    """The order a scan of the unpacked tree lists files: per folder, files first, then subfolders,
+    each sorted by name."""
+    parts = path.split("/")
+    return (*((1, p) for p in parts[:-1]), (0, parts[-1]))
+
+
+def final_records(
+    indexes: list[LayerIndex], upper: Upper, prefix: str, blobs: list[Blob]
+) -> tuple[list[FileRecord], Environments]:
+    """One record per visible device-code file (symlinks and hard links resolved), sorted as a
+    scan of the unpacked tree lists them; the environments with their distributions."""
+    envs = Environments()
+    recs: dict[str, FileRecord] = {}
+    extra: list[FileRecord] = []
+    for path, n in upper.layer_of.items():
+        idx = indexes[n]
+        t = upper.types[path]
+        if t == REGULAR:
+            envs.add_path(path)
+            if path in idx.dist:
+                envs.add_record(path, idx.dist[path])
+            if path in idx.records:
+                recs[path] = idx.records[path]
+        elif t in (SYMLINK, HARDLINK) and is_device_name(path):
+            try:
+                target = resolve(path, upper)
+            except _Unresolved as exc:
+                extra.append(FileRecord(path=path, error=str(exc)))
+                continue
+            tt = upper.types.get(target)
+            if tt is None:
+                extra.append(FileRecord(path=path, error="file vanished or does not exist"))
+            elif tt == REGULAR and not (
+                is_device_name(target) and target in indexes[upper.layer_of[target]].records
+            ):
+                extra.append(FileRecord(path=path, error=f"link to /{target}, which was not read"))
+    out = list(recs.values()) + extra
+    for r in out:
+        r.package = envs.package_of(r.path)
+        r.package_version = envs.version_of(r.path, r.package)
+        r.path = f"{prefix}!/{r.path}"
+    out.sort(key=lambda r: _walk_key(r.path.split("!/", 1)[1]))
+    for n, idx in enumerate(indexes):
+        for name in idx.unsafe:
+            out.append(
+                FileRecord(path=f"{prefix}!{name}", error="member name leaves the image root (..): not read")
+            )
+        if idx.error:
+            name = blobs[n].digest or f"layer-{n}"
+            out.append(FileRecord(path=f"{prefix}!{name}", error=f"layer {n} of {len(blobs)}: {idx.error}"))
+    return out, envs

@@ -1,0 +1,253 @@
+"""The model profile type: layer shapes, quant formats, aliases and sources of one LLM.
+
+One type for every user (``probe models``, the planner, the engine probe, ``recommend``). Typed named
+tuples (immutable; ``_replace`` for a changed copy) checked by hand, rather than pydantic models or
+dataclasses: ``recommend`` reads the catalog on its start-up path, which must stay well under 0.2 s as a
+whole process, and importing ``dataclasses`` and building the classes costs ~20 ms there.
+:func:`profile_from_dict` raises ``ValueError`` on anything malformed; the catalog loader turns that
+into a ``DataFileError``.
+"""
+
+# no ``from __future__ import annotations``: named tuples would compile every field's annotation string
+
+from typing import Any, Literal, NamedTuple, get_args
+
+from probe.catalog.quants import QUANTS
+from probe.errors import UsageError
+
+Activation = Literal["silu", "relu2", "swigluoai"]
+
+
+class MoeShape(NamedTuple):
+    experts: int
+    top_k: int
+    intermediate: int  # moe_intermediate_size (per expert, before TP)
+    shared_experts: int = 0
+    shared_intermediate: int | None = None
+    activation: Activation = "silu"
+    latent_size: int | None = None  # LatentMoE: expert GEMMs run at this width
+    moe_layers: int | None = None
+
+
+class MlaShape(NamedTuple):
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+class ModelProfile(NamedTuple):
+    name: str
+    slug: str
+    model_type: str
+    num_hidden_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    attention_layers: int  # layers that hold a KV cache
+    quant: str  # the quant format probe assumes unless told otherwise (one of QUANTS)
+    vocab_size: int
+    aliases: tuple[str, ...] = ()
+    hf_repo_ids: dict[str, list[str]] = {}
+    user_report_variant: str | None = None
+    text_model_type: str | None = None
+    architectures: tuple[str, ...] = ()
+    vllm_text_architecture: str | None = None  # text-only architecture vLLM registers
+    total_params: str | None = None
+    active_params: str | None = None
+    mla: MlaShape | None = None
+    moe: MoeShape | None = None
+    dense_intermediate: int | None = None
+    hybrid: dict[str, Any] | None = None
+    mtp_layers: int | None = 0
+    quant_formats: tuple[str, ...] = ()
+    quant_note: str | None = None
+    max_context: int | None = None
+    field_status: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    notes: tuple[str, ...] = ()
+    origin: str = "catalog"  # 'catalog' or the config.json it was derived from
+
+    @property
+    def is_moe(self) -> bool:
+        return self.moe is not None
+
+    def names(self) -> list[str]:
+        ids = [i for ids in self.hf_repo_ids.values() for i in ids]
+        return [self.name, self.slug, *self.aliases, *ids]
+
+    def moe_intermediate_per_shard(self, tp: int = 1) -> int | None:
+        if not self.moe:
+            return None
+        if tp < 1 or self.moe.intermediate % tp:
+            raise UsageError(
+                f"{self.name}: moe_intermediate {self.moe.intermediate} does not split over TP={tp}"
+            )
+        return self.moe.intermediate // tp
+
+    def moe_shape(self, tp: int = 1) -> dict[str, int] | None:
+        """The fused-MoE layer shape one TP rank sees (vLLM's E / N naming: N = intermediate / TP)."""
+        if not self.moe:
+            return None
+        return {
+            "experts": self.moe.experts,
+            "top_k": self.moe.top_k,
+            "hidden": self.moe.latent_size or self.hidden_size,
+            "intermediate": self.moe_intermediate_per_shard(tp) or 0,
+            "tp": tp,
+        }
+
+    def attention_shape(self, tp: int = 1) -> dict[str, int]:
+        if self.num_attention_heads % tp:
+            raise UsageError(f"{self.name}: {self.num_attention_heads} heads do not split over TP={tp}")
+        return {
+            "num_heads": self.num_attention_heads // tp,
+            "num_kv_heads": max(1, self.num_key_value_heads // tp),
+            "head_dim": self.head_dim,
+            "tp": tp,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, in field order of the packaged files (tuples as lists)."""
+        data = self._asdict()
+        data["moe"] = self.moe._asdict() if self.moe else None
+        data["mla"] = self.mla._asdict() if self.mla else None
+        order = [
+            "name", "slug", "aliases", "hf_repo_ids", "user_report_variant", "model_type", "text_model_type",
+            "architectures", "vllm_text_architecture", "total_params", "active_params", "num_hidden_layers",
+            "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "mla", "moe",
+            "dense_intermediate", "attention_layers", "hybrid", "mtp_layers", "quant", "quant_formats",
+            "quant_note", "max_context", "vocab_size", "field_status", "sources", "notes", "origin",
+        ]  # fmt: skip
+        return {k: list(data[k]) if isinstance(data[k], tuple) else data[k] for k in order}
+
+
+# ---------------------------------------------------------------- validation of the packaged JSON
+
+_INT, _OPT_INT, _STR, _OPT_STR = "int", "int?", "str", "str?"
+_POSITIVE = {"experts", "top_k", "intermediate", "num_hidden_layers", "hidden_size", "num_attention_heads",
+             "num_key_value_heads", "head_dim", "attention_layers", "vocab_size"}  # fmt: skip
+_MOE_FIELDS = {"experts": _INT, "top_k": _INT, "intermediate": _INT, "shared_experts": _INT,
+               "shared_intermediate": _OPT_INT, "activation": _STR, "latent_size": _OPT_INT,
+               "moe_layers": _OPT_INT}  # fmt: skip
+_MLA_FIELDS = {"q_lora_rank": _OPT_INT, "kv_lora_rank": _INT, "qk_nope_head_dim": _INT,
+               "qk_rope_head_dim": _INT, "v_head_dim": _INT}  # fmt: skip
+_SCALARS = {"name": _STR, "slug": _STR, "model_type": _STR, "num_hidden_layers": _INT, "hidden_size": _INT,
+            "num_attention_heads": _INT, "num_key_value_heads": _INT, "head_dim": _INT,
+            "attention_layers": _INT, "quant": _STR, "vocab_size": _INT, "user_report_variant": _OPT_STR,
+            "text_model_type": _OPT_STR, "vllm_text_architecture": _OPT_STR, "total_params": _OPT_STR,
+            "active_params": _OPT_STR, "dense_intermediate": _OPT_INT, "mtp_layers": _OPT_INT,
+            "quant_note": _OPT_STR, "max_context": _OPT_INT, "origin": _STR}  # fmt: skip
+_REQUIRED = {"name", "slug", "model_type", "num_hidden_layers", "hidden_size", "num_attention_heads",
+             "num_key_value_heads", "head_dim", "attention_layers", "quant", "vocab_size"}  # fmt: skip
+
+
+def _scalar(where: str, key: str, value: Any, kind: str) -> Any:
+    if value is None and kind.endswith("?"):
+        return None
+    if kind.startswith("int"):
+        if type(value) is not int or (key in _POSITIVE and value <= 0):
+            raise ValueError(f"{where}.{key}: expected {'a positive ' if key in _POSITIVE else 'an '}integer")
+    elif not isinstance(value, str):
+        raise ValueError(f"{where}.{key}: expected text")
+    return value
+
+
+def _scalars(where: str, raw: dict[str, Any], spec: dict[str, str], required: set[str]) -> dict[str, Any]:
+    missing = sorted(required - raw.keys())
+    if missing:
+        raise ValueError(f"{where}: missing {', '.join(missing)}")
+    return {k: _scalar(where, k, raw[k], kind) for k, kind in spec.items() if k in raw}
+
+
+def _only(where: str, raw: Any, allowed: set[str]) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: expected an object")
+    extra = sorted(set(raw) - allowed)
+    if extra:
+        raise ValueError(f"{where}: unknown fields {extra}")
+    return raw
+
+
+def _texts(where: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise ValueError(f"{where}: expected a list of text")
+    return tuple(value)
+
+
+def _text_map(where: str, value: Any) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ValueError(f"{where}: expected an object of text")
+    return dict(value)
+
+
+def _quants(where: str, value: Any) -> tuple[str, ...]:
+    out = _texts(where, value)
+    bad = [q for q in out if q not in QUANTS]
+    if bad:
+        raise ValueError(f"{where}: unknown quant {bad[0]!r}; known: {', '.join(QUANTS)}")
+    return out
+
+
+def moe_shape_from_dict(where: str, raw: Any) -> MoeShape:
+    raw = _only(where, raw, set(_MOE_FIELDS))
+    values = _scalars(where, raw, _MOE_FIELDS, {"experts", "top_k", "intermediate"})
+    if values.get("activation", "silu") not in get_args(Activation):
+        raise ValueError(f"{where}.activation: one of {', '.join(get_args(Activation))}")
+    return MoeShape(**values)
+
+
+def mla_shape_from_dict(where: str, raw: Any) -> MlaShape:
+    raw = _only(where, raw, set(_MLA_FIELDS))
+    return MlaShape(**_scalars(where, raw, _MLA_FIELDS, set(_MLA_FIELDS)))
+
+
+def _collections(where: str, raw: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ("aliases", "architectures", "notes"):
+        if key in raw:
+            out[key] = _texts(f"{where}.{key}", raw[key])
+    for key in ("field_status", "sources"):
+        if key in raw:
+            out[key] = _text_map(f"{where}.{key}", raw[key])
+    if "hf_repo_ids" in raw:
+        ids = raw["hf_repo_ids"]
+        if not isinstance(ids, dict):
+            raise ValueError(f"{where}.hf_repo_ids: expected an object")
+        out["hf_repo_ids"] = {str(k): list(_texts(f"{where}.hf_repo_ids.{k}", v)) for k, v in ids.items()}
+    if raw.get("hybrid") is not None:
+        out["hybrid"] = dict(_only(f"{where}.hybrid", raw["hybrid"], set(raw["hybrid"])))
+    if raw.get("moe") is not None:
+        out["moe"] = moe_shape_from_dict(f"{where}.moe", raw["moe"])
+    if raw.get("mla") is not None:
+        out["mla"] = mla_shape_from_dict(f"{where}.mla", raw["mla"])
+    if "quant_formats" in raw:
+        out["quant_formats"] = _quants(f"{where}.quant_formats", raw["quant_formats"])
+    return out
+
+
+_ALL_FIELDS = set(ModelProfile._fields)
+
+
+def check_profile(p: ModelProfile) -> ModelProfile:
+    """The cross-field rules of a profile (also for profiles derived from a config.json)."""
+    if p.quant not in QUANTS:
+        raise ValueError(f"{p.name}: unknown quant {p.quant!r}; known: {', '.join(QUANTS)}")
+    if p.quant not in p.quant_formats and p.quant_formats:
+        raise ValueError(f"{p.name}: default quant {p.quant} not in quant_formats")
+    if p.moe and p.moe.top_k > p.moe.experts:
+        raise ValueError(f"{p.name}: top_k {p.moe.top_k} > experts {p.moe.experts}")
+    return p
+
+
+def profile_from_dict(raw: Any) -> ModelProfile:
+    """A profile from the parsed JSON of ``probe/data/models/<name>.json``; ValueError if malformed."""
+    where = str(raw.get("name", "profile")) if isinstance(raw, dict) else "profile"
+    raw = _only(where, raw, _ALL_FIELDS)
+    values = _scalars(where, raw, _SCALARS, _REQUIRED) | _collections(where, raw)
+    return check_profile(ModelProfile(**values))

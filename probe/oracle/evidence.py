@@ -1,0 +1,179 @@
+"""Parent side, step 3: the oracle's answers as matrix cells (evidence ``predicted``, basis ``vllm_check``).
+
+One cell per distinct answer:
+
+* attention — ``predicted/vllm/attention/sm_<sm>/<model>/<backend>`` for every backend vLLM's
+  priority lists name for the model's MLA-ness, plus ``…/auto`` (``details.selected``: what
+  ``--attention-backend`` unset picks there; ``details.auto_order``: the order it tried);
+* MoE — ``predicted/vllm/moe/sm_<sm>/<model>/<quant>/<backend>`` for every ``--moe-backend``
+  value and ``auto``; when the verdict is the same at every TP asked, one cell with ``tp`` unset
+  and ``details.tp_sizes`` listing them, else one cell per TP (``…/tp=<n>``).
+
+``outcome`` is ``ok`` or ``unsupported``; ``root_cause`` is vLLM's refusal verbatim;
+``details.file`` / ``details.line`` / ``details.check`` say where the check lives in the installed
+vLLM (relative to site-packages). A vLLM without an adapter gives one ``skipped`` cell that
+says why.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from datetime import datetime, timezone
+from typing import Any
+
+from probe import __version__
+from probe.matrix.schema import Cell, Matrix, Provenance, RunInfo, Versions
+from probe.oracle.plan import AttentionQuery, MoeQuery, OracleRequest
+from probe.oracle.predict import OracleAnswer, OracleRun
+from probe.outcomes import Outcome
+
+
+def _outcome(ans: OracleAnswer) -> Outcome:
+    if ans.ok is None:
+        return Outcome.SKIPPED
+    return Outcome.OK if ans.ok else Outcome.UNSUPPORTED
+
+
+def _details(ans: OracleAnswer) -> dict[str, Any]:
+    out: dict[str, Any] = {"file": ans.file, "line": ans.line, "check": ans.check}
+    out.update({k: v for k, v in ans.extra.items() if v is not None and k not in _DROP})
+    reasons = out.get("reasons")
+    if isinstance(reasons, list) and len(reasons) == 1 and reasons[0].get("check") == out.get("check"):
+        del out["reasons"]  # the one reason is already file / line / check
+    return {k: v for k, v in out.items() if v is not None}
+
+
+_DROP = {"in_auto_order", "experts_classes", "selected_class"}
+
+
+def attention_cell(ans: OracleAnswer, q: AttentionQuery, vllm: str | None) -> Cell:
+    fa = ans.extra.get("fa_version")
+    return Cell(
+        id=f"predicted/vllm/attention/sm_{ans.sm}/{q.model}/{ans.backend}",
+        kind="attention",
+        evidence="predicted",
+        basis="vllm_check",
+        gpu_sm=ans.sm,
+        backend=ans.backend,
+        attention_backend=ans.backend,
+        fa_version=fa if isinstance(fa, int) else None,
+        model=q.model,
+        num_heads=q.num_heads,
+        num_kv_heads=q.num_kv_heads,
+        head_dim=q.head_size,
+        vllm_version=vllm,
+        outcome=_outcome(ans),
+        root_cause=ans.message,
+        details=_details(ans),
+        params={k: True for k in ("use_mla", "has_sink", "has_sliding_window") if getattr(q, k)},
+    )
+
+
+def _verdict_key(ans: OracleAnswer) -> tuple[Any, ...]:
+    return (ans.ok, ans.message, ans.extra.get("selected"), ans.extra.get("experts_class"))
+
+
+def moe_cells(group: list[tuple[OracleAnswer, MoeQuery]], vllm: str | None) -> list[Cell]:
+    """Cells for one (sm, model, quant, backend) over its TP sizes: one if they all agree."""
+    ans0, q0 = group[0]
+    tps = sorted(q.tp for _, q in group)
+    same = len({_verdict_key(a) for a, _ in group}) == 1
+    chosen = [(ans0, q0)] if same else sorted(group, key=lambda g: g[1].tp)
+    cells = []
+    for ans, q in chosen:
+        suffix = "" if same else f"/tp={q.tp}"
+        details = _details(ans)
+        if same:
+            details["tp_sizes"] = tps
+        cells.append(
+            Cell(
+                id=f"predicted/vllm/moe/sm_{ans.sm}/{q.model}/{q.quant}/{ans.backend}{suffix}",
+                kind="moe",
+                evidence="predicted",
+                basis="vllm_check",
+                gpu_sm=ans.sm,
+                backend=ans.backend,
+                moe_backend=ans.backend,
+                quant=q.quant,
+                experts=q.experts,
+                top_k=q.top_k,
+                hidden=q.hidden,
+                intermediate=None if same else q.intermediate // q.tp,
+                tp=None if same else q.tp,
+                model=q.model,
+                vllm_version=vllm,
+                outcome=_outcome(ans),
+                root_cause=ans.message,
+                details=details,
+                params={"activation": q.activation},
+            )
+        )
+    return cells
+
+
+def skipped_cell(reason: str, vllm: str | None) -> Cell:
+    return Cell(
+        id="predicted/vllm/skipped",
+        kind="import",
+        evidence="predicted",
+        basis="vllm_check",
+        vllm_version=vllm,
+        outcome=Outcome.SKIPPED,
+        root_cause=reason,
+    )
+
+
+def cells_from_run(request: OracleRequest, run: OracleRun) -> list[Cell]:
+    vllm = run.versions.get("vllm")
+    if run.skipped:
+        return [skipped_cell(run.skipped, vllm)]
+    cells: list[Cell] = []
+    moe_groups: dict[tuple[int, str, str, str], list[tuple[OracleAnswer, MoeQuery]]] = defaultdict(list)
+    for ans in run.answers:
+        if ans.kind == "attention":
+            cells.append(attention_cell(ans, request.attention[ans.query], vllm))
+        elif ans.kind == "moe":
+            q = request.moe[ans.query]
+            moe_groups[(ans.sm, q.model, q.quant, ans.backend)].append((ans, q))
+    for group in moe_groups.values():
+        cells += moe_cells(group, vllm)
+    return cells
+
+
+def build_matrix(request: OracleRequest, run: OracleRun, note: str | None = None) -> Matrix:
+    v = run.versions
+    versions = Versions(
+        vllm=v.get("vllm"),
+        torch=v.get("torch"),
+        flashinfer=v.get("flashinfer-python"),
+        triton=v.get("triton"),
+    )
+    targets = ", ".join(f"sm_{t.sm}" for t in request.targets)
+    text = (
+        f"vLLM's own selection code (oracle adapter {run.adapter}) asked for {targets} with the "
+        f"capability faked in a sandboxed child; no GPU used. FA builds: {run.fa or '-'}."
+    )
+    cells = cells_from_run(request, run)
+    return Matrix(
+        provenance=Provenance(
+            created_at=datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
+            probe_version=__version__,
+            versions=versions,
+            label=f"vLLM {v.get('vllm')} oracle",
+            image=f"python {run.python}",
+            note=f"{text} {note}" if note else text,
+        ),
+        run=RunInfo(status="partial" if run.skipped else "complete", cells_planned=len(cells)),
+        cells=cells,
+    )
+
+
+def compact_json(matrix: Matrix) -> str:
+    """The matrix as JSON without default-valued fields, one cell per line (small, diffable, loadable)."""
+    doc = matrix.model_dump(mode="json", exclude_defaults=True)
+    cells = doc.pop("cells", [])
+    head = {"schema_version": matrix.schema_version, "kind": matrix.kind, **doc}
+    text = json.dumps(head, separators=(",", ":"))[:-1]
+    body = ",\n".join(json.dumps(c, separators=(",", ":"), sort_keys=True) for c in cells)
+    return f'{text},"cells":[\n{body}\n]}}\n'

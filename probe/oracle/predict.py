@@ -1,0 +1,166 @@
+"""Parent side, step 2: run the oracle child in the image's Python and collect its typed answers.
+
+The child (:mod:`probe.oracle.child`) imports vLLM, so it runs in its own process — the
+interpreter given by ``--python`` (a venv, an image's Python) or this one — with a timeout, its
+output size bounded, and ``CUDA_VISIBLE_DEVICES`` emptied (it never needs the GPU). ``PYTHONPATH``
+gets a private directory holding only a ``probe`` link to this package, so the image needs none of
+probe's dependencies and nothing else of this environment leaks in. Extra ``--pythonpath`` entries
+(e.g. an unpacked vLLM wheel on the GPU box) go in front of it.
+
+Nothing here imports torch or vLLM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from probe.errors import InfraError
+from probe.oracle.plan import OracleRequest
+
+DEFAULT_TIMEOUT_S = 900.0
+_MAX_STDERR = 4000
+
+
+@dataclass(frozen=True)
+class OracleAnswer:
+    """One verdict of vLLM's own selection code for one (target, query, backend)."""
+
+    kind: str  # "attention" | "moe"
+    sm: int
+    query: int  # index into the request's attention / moe queries
+    backend: str  # backend enum name, --moe-backend value, or "auto"
+    ok: bool | None  # None: the oracle could not ask (no adapter entry)
+    message: str | None = None  # vLLM's refusal, verbatim
+    file: str | None = None  # where the refusal's check lives, relative to site-packages
+    line: int | None = None
+    check: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> OracleAnswer:
+        known = {"kind", "sm", "query", "backend", "ok", "message", "file", "line", "check"}
+        return cls(
+            kind=str(raw["kind"]),
+            sm=int(raw["sm"]),
+            query=int(raw["query"]),
+            backend=str(raw["backend"]),
+            ok=raw.get("ok"),
+            message=raw.get("message"),
+            file=raw.get("file"),
+            line=raw.get("line"),
+            check=raw.get("check"),
+            extra={k: v for k, v in raw.items() if k not in known},
+        )
+
+
+@dataclass(frozen=True)
+class OracleRun:
+    versions: dict[str, str | None]
+    skipped: str | None
+    answers: tuple[OracleAnswer, ...]
+    adapter: str | None = None
+    fa: dict[str, Any] = field(default_factory=dict)
+    moe_backends: tuple[str, ...] = ()
+    wall_s: float = 0.0
+    python: str = ""
+
+
+def _has_libcuda() -> bool:
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
+
+
+def _stub_libcuda(workdir: Path) -> str | None:
+    """On a machine without the NVIDIA driver: an empty ``libcuda.so.1`` so vLLM's compiled modules load.
+
+    vLLM's ``_C`` / FlashAttention extensions link ``libcuda.so.1``; the child loads them with
+    ``RTLD_LAZY`` (``PROBE_ORACLE_LAZY=1``), so no driver function is resolved unless called — and the
+    oracle calls none. Needs a C compiler (``cc``); returns the folder, or None when it cannot build one.
+    """
+    src = workdir / "stub.c"
+    src.write_text("int probe_oracle_libcuda_stub(void) { return 0; }\n", encoding="utf-8")
+    out = workdir / "stub" / "libcuda.so.1"
+    out.parent.mkdir()
+    try:
+        subprocess.run(
+            ["cc", "-shared", "-fPIC", "-Wl,-soname,libcuda.so.1", "-o", str(out), str(src)],
+            capture_output=True,
+            timeout=60,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return str(out.parent)
+
+
+def _child_env(extra_paths: list[str], workdir: Path) -> dict[str, str]:
+    link = workdir / "probe"
+    link.symlink_to(Path(__file__).resolve().parent.parent, target_is_directory=True)
+    env = dict(os.environ)
+    stub = None if _has_libcuda() else _stub_libcuda(workdir)
+    if stub:
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(x for x in (stub, env.get("LD_LIBRARY_PATH")) if x)
+        env["PROBE_ORACLE_LAZY"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join([*(str(Path(p).resolve()) for p in extra_paths), str(workdir)])
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    env.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+def run_child(
+    request: OracleRequest,
+    python: str | None = None,
+    pythonpath: list[str] | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> OracleRun:
+    """Run the child once over the whole request; raise :class:`InfraError` when it fails itself."""
+    exe = python or sys.executable
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="probe-oracle-") as tmp:
+        try:
+            proc = subprocess.run(
+                [exe, "-m", "probe.oracle.child"],
+                input=json.dumps(request.to_json()),
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                env=_child_env(list(pythonpath or []), Path(tmp)),
+                cwd=tmp,
+                check=False,
+            )
+        except FileNotFoundError as exc:
+            raise InfraError(f"cannot run {exe}: {exc}") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise InfraError(f"oracle child ({exe}) timed out after {timeout_s:.0f} s") from exc
+    tail = (proc.stderr or "")[-_MAX_STDERR:]
+    lines = [ln for ln in (proc.stdout or "").splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise InfraError(f"oracle child ({exe}) exited {proc.returncode} without an answer:\n{tail}")
+    try:
+        raw = json.loads(lines[-1])
+    except json.JSONDecodeError as exc:
+        raise InfraError(f"oracle child ({exe}) printed unreadable JSON: {exc}") from exc
+    return OracleRun(
+        versions=dict(raw.get("versions") or {}),
+        skipped=raw.get("skipped"),
+        answers=tuple(OracleAnswer.from_json(a) for a in raw.get("answers") or []),
+        adapter=raw.get("adapter"),
+        fa=dict(raw.get("fa") or {}),
+        moe_backends=tuple(raw.get("moe_backends") or ()),
+        wall_s=round(time.monotonic() - t0, 3),
+        python=exe,
+    )

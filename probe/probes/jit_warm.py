@@ -1,0 +1,147 @@
+"""The warm pre-pass (`probe run --warm-jit`, the GPU session script): compile the JIT modules a plan needs
+once, before the timed cells, and report where the JIT caches are and how big they got.
+
+* FlashInfer MoE: the CUTLASS fused-MoE module of this GPU (``flashinfer.jit.fused_moe.
+  gen_cutlass_fused_moe_sm<NN>_module``) built through ``flashinfer.jit.build_jit_specs`` — one
+  ninja over every source file, as parallel as the machine allows (``MAX_JOBS`` / ninja's default).
+  A cold build took > 300 s on an H100 inside a timed MoE cell (issue 11).
+* Attention: each given attention-layer cell runs once untimed (``iters=1``): its first forward
+  JIT-compiles whatever that backend needs (FlashInfer prefill / decode modules, Triton kernels,
+  FA4's CuTe-DSL kernels) into the caches the timed cells then load.
+
+Params: ``flashinfer_moe`` (bool), ``attention_cells`` (list of attention-layer params).
+A failing module build raises (the sandbox classifies the ninja output as ``jit_failed``); a
+failing attention warm-up is recorded in ``details.attention`` and the pass goes on.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from probe.cells import CellKind, CellSpec, ProbeContext
+from probe.probes.common import result, skipped
+
+WARM_TARGET = "probe.probes.jit_warm:run"
+WARM_TIMEOUT_S = 1800.0
+
+_MOE_GEN = {90: "gen_cutlass_fused_moe_sm90_module", 100: "gen_cutlass_fused_moe_sm100_module",
+            103: "gen_cutlass_fused_moe_sm103_module", 120: "gen_cutlass_fused_moe_sm120_module",
+            89: "gen_cutlass_fused_moe_sm89_module"}  # fmt: skip
+
+
+def moe_spec_name(sm: int) -> str | None:
+    """FlashInfer's generator of the CUTLASS fused-MoE module for compute capability ``sm`` (e.g. 90)."""
+    if sm in _MOE_GEN:
+        return _MOE_GEN[sm]
+    if sm // 10 == 12:
+        return _MOE_GEN[120]
+    if sm // 10 == 10 or sm // 10 == 11:
+        return _MOE_GEN[100]
+    return None
+
+
+def warm_specs(specs: list[CellSpec]) -> list[CellSpec]:
+    """The pre-pass cells for a plan, one per JIT module group so ``-j N`` builds them in parallel:
+    the FlashInfer CUTLASS MoE module when a ``flashinfer_*`` MoE cell is planned, and one untimed run
+    per distinct FLASHINFER attention-layer layout. Run them (isolated, journal of their own: they are
+    not matrix cells) before the timed cells."""
+    out: list[CellSpec] = []
+    if any(s.kind == "moe" and str(s.params.get("backend", "")).startswith("flashinfer_") for s in specs):
+        out.append(_warm_spec("warm/flashinfer-moe", {"flashinfer_moe": True}))
+    layouts: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for s in specs:
+        p = s.params
+        if (
+            s.kind == "attention"
+            and p.get("backend") == "FLASHINFER"
+            and s.target.endswith("attention_layer:run")
+        ):
+            key = (
+                p.get("num_heads"),
+                p.get("num_kv_heads"),
+                p.get("head_dim"),
+                p.get("sinks"),
+                p.get("sliding_window"),
+            )
+            layouts.setdefault(key, dict(p))
+    for (h, kv, d, sinks, sw), p in layouts.items():
+        tag = f"h={h}/kv={kv}/d={d}" + ("/sinks" if sinks else "") + (f"/sw={sw}" if sw else "")
+        out.append(_warm_spec(f"warm/FLASHINFER/{tag}", {"attention_cells": [p]}))
+    return out
+
+
+def _warm_spec(cid: str, params: dict[str, Any]) -> CellSpec:
+    return CellSpec(
+        id=cid,
+        kind=CellKind.IMPORT,
+        target=WARM_TARGET,
+        params=params,
+        timeout_s=WARM_TIMEOUT_S,
+        isolate=True,
+    )
+
+
+def _build_flashinfer_moe(sm: int, out: dict[str, Any]) -> None:
+    import importlib
+
+    name = moe_spec_name(sm)
+    if name is None:
+        out["flashinfer_moe"] = f"no FlashInfer CUTLASS MoE module for sm_{sm}"
+        return
+    fused = importlib.import_module("flashinfer.jit.fused_moe")
+    from flashinfer.jit import build_jit_specs
+
+    spec = getattr(fused, name)()
+    t0 = time.perf_counter()
+    build_jit_specs([spec], verbose=False)
+    out["flashinfer_moe"] = {
+        "module": spec.name,
+        "generator": name,
+        "build_s": round(time.perf_counter() - t0, 1),
+    }
+
+
+def _warm_attention(cells: list[dict[str, Any]], ctx: ProbeContext) -> list[dict[str, Any]]:
+    from probe.probes import attention_layer
+
+    done = []
+    for params in cells:
+        t0 = time.perf_counter()
+        try:
+            r = attention_layer.run({**params, "iters": 1, "warmup": 0, "decode_steps": 1}, ctx)
+            entry = {"outcome": r["outcome"], "reason": r.get("reason")}
+        except Exception as exc:  # recorded; the timed cell will show the failure with its own log
+            entry = {"outcome": "error", "reason": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        entry.update(backend=params.get("backend"), fa_version=params.get("fa_version"),
+                     head_dim=params.get("head_dim"), wall_s=round(time.perf_counter() - t0, 1))  # fmt: skip
+        done.append(entry)
+    return done
+
+
+def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
+    from probe.sandbox import jit
+
+    details: dict[str, Any] = {"caches_before": jit.cache_report()}
+    ctx.phase("import")
+    import torch
+
+    if not torch.cuda.is_available():
+        return skipped("no CUDA device visible to torch", details=details)
+    major, minor = torch.cuda.get_device_capability(0)
+    sm = major * 10 + minor
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    ctx.phase("jit")
+    if params.get("attention_cells"):
+        details["attention"] = _warm_attention(list(params["attention_cells"]), ctx)
+        timings["attention_s"] = time.perf_counter() - t0
+    if params.get("flashinfer_moe"):
+        ctx.phase("jit")
+        t1 = time.perf_counter()
+        _build_flashinfer_moe(sm, details)
+        timings["flashinfer_moe_s"] = time.perf_counter() - t1
+    timings["total_s"] = time.perf_counter() - t0
+    details["caches_after"] = jit.cache_report()
+    details["sm"] = sm
+    return result("ok", None, timings=timings, details=details)

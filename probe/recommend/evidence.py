@@ -1,0 +1,157 @@
+"""Evidence for the recommender, one loader per source: measured matrix cells (with a matrix's own
+static section), static-scan predictions published next to the matrices, and packaged field reports.
+
+The matrices are read as plain JSON with the structural checks of
+:mod:`probe.matrix.cell_rules` (the rules ``probe.matrix.schema`` enforces across cells), without
+pydantic: ``probe recommend`` must answer in well under 0.2 s as a whole process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Iterable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from probe.errors import BadInputError, UsageError
+from probe.matrix import cell_rules
+from probe.matrix.predicted import is_static_predictions, predicted_cell_dicts
+from probe.recommend.types import EvidenceCell, LoadedEvidence
+
+log = logging.getLogger(__name__)
+
+REPORTED_FILE = "probe/data/reported.json"
+
+
+def packaged_json(name: str) -> Any:
+    """A data file of ``probe/data`` as parsed JSON."""
+    return json.loads(resources.files("probe.data").joinpath(name).read_text(encoding="utf-8"))
+
+
+def reported_cells() -> list[EvidenceCell]:
+    """The packaged field reports (``probe/data/reported.json``; validated by the test suite)."""
+    doc = packaged_json("reported.json")
+    return [EvidenceCell(dict(c), REPORTED_FILE, c.get("vllm_version")) for c in doc.get("cells", [])]
+
+
+def default_matrix_paths() -> list[Path]:
+    """``$PROBE_MATRICES`` (os.pathsep-separated), else ./matrices, else the checkout's matrices/."""
+    env = os.environ.get("PROBE_MATRICES")
+    if env:
+        return [Path(p) for p in env.split(os.pathsep) if p]
+    cwd = Path.cwd() / "matrices"
+    if cwd.is_dir():
+        return [cwd]
+    repo = Path(__file__).resolve().parent.parent.parent / "matrices"
+    return [repo] if repo.is_dir() else []
+
+
+def json_files(paths: Iterable[Path]) -> list[Path]:
+    """The files named, and the ``*.json`` files under the folders named."""
+    files: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            files.extend(sorted(x for x in p.rglob("*.json") if x.is_file()))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise UsageError(f"{p}: no such matrix file or folder")
+    return files
+
+
+def _checked_cells(cells: Any, path: Path) -> list[dict[str, Any]]:
+    try:
+        return cell_rules.check_cell_dicts(cells)
+    except ValueError as exc:
+        raise BadInputError(f"{path}: {exc}") from exc
+
+
+def matrix_cells(doc: dict[str, Any], path: Path, only_sm: int | None = None) -> list[EvidenceCell]:
+    """The cells of one matrix document: its measured cells plus, when it holds a static section
+    and no predicted cells, one predicted cell per backend x target of that section.
+
+    With ``only_sm``, a matrix measured on another GPU and holding no static section gives nothing.
+    """
+    prov = doc.get("provenance") or {}
+    if not isinstance(prov, dict):
+        raise BadInputError(f"{path}: 'provenance' must be an object")
+    gpu = prov.get("gpu") or {}
+    sm = gpu.get("sm") if isinstance(gpu, dict) else None
+    if only_sm is not None and sm is not None and sm != only_sm and not doc.get("static"):
+        return []  # measured on another GPU and no static section: nothing here concerns the asked GPU
+    vllm = (prov.get("versions") or {}).get("vllm")
+    static = doc.get("static") or {}
+    static_vllm = (static.get("packages") or {}).get("vllm") if isinstance(static, dict) else None
+    cells = _checked_cells(doc.get("cells", []), path)
+    if isinstance(static, dict) and static and not any(c.get("evidence") == "predicted" for c in cells):
+        cells = cells + predicted_cell_dicts(static)
+    gpu_name = gpu.get("name") if isinstance(gpu, dict) else None
+    out = []
+    for c in cells:
+        c = dict(c)
+        ev = c["evidence"] = c.get("evidence", "measured")
+        if ev == "measured":
+            if cell_rules.measured_sm_conflict(c, sm):
+                raise BadInputError(
+                    f"{path}: measured cell {c['id']!r} is for sm_{c['gpu_sm']} but the "
+                    f"provenance GPU is sm_{sm}"
+                )
+            c["gpu_sm"] = sm
+        cell_vllm = c.get("vllm_version") or (vllm if ev == "measured" else None) or static_vllm or vllm
+        out.append(EvidenceCell(c, str(path), cell_vllm, gpu_name))
+    return out
+
+
+def scan_document_cells(doc: dict[str, Any], path: Path) -> list[EvidenceCell]:
+    """Predicted cells of a raw ``probe scan`` / static-predictions table published next to the matrices."""
+    pk = doc.get("packages") or doc.get("backend_catalog_reference") or {}
+    vm = re.match(r"^\s*(\d+\.\d+\.\d+)", str(pk.get("vllm") or "")) if isinstance(pk, dict) else None
+    return [EvidenceCell(c, str(path), vm.group(1) if vm else None) for c in predicted_cell_dicts(doc)]
+
+
+def _read_document(f: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadInputError(f"{f}: not JSON ({exc})") from exc
+    if not isinstance(doc, dict):
+        raise BadInputError(f"{f}: a matrix file holds a JSON object")
+    return doc
+
+
+def _matrix_documents(doc: dict[str, Any], f: Path) -> list[Any]:
+    """The member matrices of a matrix / fleet document (schema version and kind checked)."""
+    if doc.get("schema_version") != 1:
+        raise BadInputError(
+            f"{f}: schema_version {doc.get('schema_version')!r} is not supported (expected 1)"
+        )
+    kind = doc.get("kind", "matrix")
+    members = doc.get("matrices", []) if kind == "fleet" else [doc]
+    if kind not in ("matrix", "fleet") or not isinstance(members, list):
+        raise BadInputError(f"{f}: unknown document kind {kind!r}")
+    return members
+
+
+def load_evidence(paths: Iterable[Path], only_sm: int | None = None) -> LoadedEvidence:
+    """All cells of all matrix / fleet / static-prediction files under ``paths`` plus the packaged
+    field reports. With ``only_sm``, matrices measured on another GPU (and holding no static
+    section) are skipped."""
+    cells: list[EvidenceCell] = []
+    used: list[str] = []
+    for f in json_files(paths):
+        doc = _read_document(f)
+        if is_static_predictions(doc):
+            cells.extend(scan_document_cells(doc, f))
+        elif "schema_version" not in doc:
+            log.debug("%s: not a matrix, skipped", f)
+            continue
+        else:
+            for m in _matrix_documents(doc, f):
+                cells.extend(matrix_cells(m, f, only_sm))
+        used.append(str(f))
+    cells.extend(reported_cells())
+    return LoadedEvidence(cells, used)

@@ -1,0 +1,206 @@
+"""The recommender's types: a cell with where it came from, the question asked, choices, pairs, answer.
+
+Typed named tuples (immutable; no pydantic and no dataclasses: ``probe recommend`` must answer in well
+under 0.2 s as a whole process; defaults are never mutated). Cells stay the JSON objects of the matrix
+schema (``probe.matrix.schema.Cell`` fields); what the recommender knows about a cell beyond them is a
+typed field of :class:`EvidenceCell`.
+"""
+
+# no ``from __future__ import annotations``: named tuples would compile every field's annotation string
+
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
+
+from probe.catalog.names import norm
+from probe.catalog.profile import ModelProfile
+from probe.outcomes import Outcome
+
+if TYPE_CHECKING:  # JSON shapes of the answer: for the type checker only (no class building at start-up)
+
+    class EvidenceEntry(TypedDict):
+        role: str
+        id: str
+        outcome: str
+        source: str
+        file: str | None
+        citation: str | None
+        root_cause: str | None
+        degraded: bool
+        timings: dict[str, float]
+
+    class Speed(TypedDict):
+        metric: str
+        best: float
+        runner_up: float
+        ratio: float
+
+    class RunnerUp(TypedDict):
+        moe_backend: str | None
+        attention_backend: str
+        fa_version: int | None
+        engine_args: dict[str, Any]
+
+
+FAILED_OUTCOMES = frozenset(o.value for o in Outcome if o.failed)
+EVIDENCE_RANK = {"measured": 3, "reported": 2, "predicted": 1}
+
+
+class EvidenceCell(NamedTuple):
+    """One cell (schema fields; ``evidence`` always set) and what the recommender knows about it."""
+
+    cell: dict[str, Any]
+    source: str  # the file it was read from (``probe/data/reported.json`` for field reports)
+    vllm: str | None  # the vLLM version the cell speaks of (for spelling the flags)
+    gpu_name: str | None = None  # the GPU name of its matrix's provenance
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.cell.get(key, default)
+
+    @property
+    def evidence(self) -> str:
+        return str(self.cell["evidence"])
+
+    @property
+    def kind(self) -> Any:
+        return self.cell.get("kind")
+
+    @property
+    def ok(self) -> bool:
+        return self.cell.get("outcome") == "ok"
+
+    @property
+    def failed(self) -> bool:
+        return self.cell.get("outcome") in FAILED_OUTCOMES
+
+    @property
+    def rank(self) -> int:
+        return EVIDENCE_RANK[self.evidence]
+
+
+class LoadedEvidence(NamedTuple):
+    cells: list[EvidenceCell]
+    files: list[str]  # the matrix files read (the answer's ``matrices``)
+
+
+class Request(NamedTuple):
+    """The question: this model, in this quant, at this TP (None: any), on this GPU."""
+
+    profile: ModelProfile
+    quant: str
+    tp: int | None
+    sm: int
+    name_keys: frozenset[str]
+
+    @classmethod
+    def of(cls, profile: ModelProfile, quant: str, tp: int | None, sm: int) -> "Request":
+        return cls(profile, quant, tp, sm, frozenset(norm(n) for n in profile.names()))
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+    @property
+    def experts(self) -> int | None:
+        return self.profile.moe.experts if self.profile.moe else None
+
+    @property
+    def moe_hidden(self) -> int:
+        """The width the expert GEMMs run at (LatentMoE: the latent size)."""
+        moe = self.profile.moe
+        return (moe.latent_size if moe else None) or self.profile.hidden_size
+
+    @property
+    def intermediate(self) -> int | None:
+        return self.profile.moe.intermediate if self.profile.moe else None
+
+    @property
+    def moe_layers(self) -> int:
+        moe = self.profile.moe
+        return (moe.moe_layers or self.profile.num_hidden_layers) if moe else 0
+
+    @property
+    def mla(self) -> bool:
+        return self.profile.mla is not None
+
+    def is_model(self, name: Any) -> bool:
+        return isinstance(name, str) and norm(name) in self.name_keys
+
+
+class Choice(NamedTuple):
+    """One backend (and FA version) with the cells that say it works / fails at this shape."""
+
+    backend: str
+    fa_version: int | None
+    ok_cells: list[EvidenceCell]
+    bad_cells: list[EvidenceCell]
+    ms: float | None  # best timing of the working cells (forward_ms_b1 / decode_ms)
+    tps: float | None = None  # best tokens_per_s of end-to-end runs naming the backend
+
+
+ArgsKey = tuple[tuple[str, str], ...]
+
+
+def args_key(engine_args: Any) -> ArgsKey:
+    """Engine arguments as a comparable key."""
+    return tuple(sorted((str(k), str(v)) for k, v in (engine_args or {}).items()))
+
+
+class Pair(NamedTuple):
+    """A candidate answer: MoE backend x attention backend (+ FA version, engine args), scored."""
+
+    moe: str | None
+    attn: str
+    fa: int | None
+    args: dict[str, Any]
+    score: float | None
+    metric: str
+    higher_better: bool
+    cells: list[EvidenceCell]
+
+    @property
+    def key(self) -> tuple[str | None, str, int | None, ArgsKey]:
+        return self.moe, self.attn, self.fa, args_key(self.args)
+
+
+class PairRank(NamedTuple):
+    """The sort key of a pair: smaller is better, field by field."""
+
+    last_resort: int  # 1: a backend vLLM only falls back to
+    evidence: int  # minus the weakest role's best evidence rank
+    clean: int  # -1 unless a best cell is degraded
+    unscored: int  # 1 when there is no score
+    score: float  # signed so that smaller is better
+    moe_priority: int  # position in vLLM's own auto order
+    attention_priority: int
+    moe_name: str
+    attention_name: str
+
+
+class Recommendation(NamedTuple):
+    """The answer (``to_dict()`` is the ``probe recommend --json`` document; docs/publish.md)."""
+
+    model: str
+    quant: str
+    gpu: str
+    gpu_name: str
+    basis: str  # 'measured' or 'predicted+reported'
+    moe_backend: str | None = None
+    attention_backend: str | None = None
+    fa_version: int | None = None
+    engine_args: dict[str, Any] = {}
+    vllm_version: str | None = None
+    flags_for_vllm: str | None = None
+    flags: list[str] = []
+    env: dict[str, str] = {}
+    evidence: "list[EvidenceEntry]" = []
+    speed: "Speed | None" = None
+    runner_up: "RunnerUp | None" = None
+    warnings: list[str] = []
+    notes: list[str] = []
+    matrices: list[str] = []
+
+    @property
+    def found(self) -> bool:
+        return bool(self.attention_backend or self.moe_backend)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self._asdict()

@@ -1,0 +1,288 @@
+"""JIT-aware limits: see when a sandboxed cell is compiling kernels, so a build is never taken for a hang.
+
+FlashInfer (ninja -> nvcc -> cicc / ptxas), TVM-FFI, DeepGEMM, Triton (ptxas) and torch extensions
+compile at first use; a cold FlashInfer CUTLASS MoE module takes minutes. The runner feeds a
+:class:`CompileWatch` every sampling tick with the child tree's pids (``procs.members``) and the
+bytes the child printed; the watch answers *is it compiling now*, *for how long so far* and *what*.
+The runner then stretches the cell's deadline by the compile time (up to ``--jit-timeout``), marks
+the phase ``jit`` and records ``details.compile_s``; a cell stopped while compiling gets
+:meth:`CompileWatch.stopped_cause` as its root cause instead of a bare "no result after N s".
+
+Evidence, cheapest first:
+
+* a descendant process whose name is a compiler driver or one of its stages (``COMPILER_NAMES``);
+* a JIT log line in the child's output: the ``jit`` phase markers of ``probe/data/signatures.json``
+  (the classifier's own data, so both agree on what a JIT line is).
+
+Also here: where the JIT caches live and how big they are (:func:`cache_report`), for the warm
+pre-pass and the run's provenance. Parent-side code: no torch / vLLM imports.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from probe.sandbox import procs
+from probe.sandbox.logtext import strip_prefixes
+
+DEFAULT_JIT_TIMEOUT_S = 1200.0
+# /proc/<pid>/comm names (at most 15 characters) of compiler drivers and their stages
+COMPILER_NAMES = frozenset(
+    {
+        "nvcc",
+        "cicc",
+        "ptxas",
+        "nvlink",
+        "fatbinary",
+        "cudafe++",
+        "ninja",
+        "cc",
+        "c++",
+        "g++",
+        "gcc",
+        "cc1",
+        "cc1plus",
+        "clang",
+        "clang++",
+        "ld",
+        "ld.gold",
+        "ld.lld",
+        "collect2",
+        "as",
+    }
+)
+_SOURCE = re.compile(r"[\w.+-]+\.(?:cu|cpp|cc|cxx|c|ptx)$")
+_MAX_WHAT = 6
+
+
+def comm(pid: int) -> str | None:
+    """The process name from ``/proc/<pid>/comm`` (None when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as f:
+            return f.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return None
+
+
+def cmdline(pid: int) -> list[str]:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return []
+    return [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+
+
+def descendants(root: int, pids: Iterable[int] | None = None) -> list[int]:
+    """Live descendants of ``root`` (by parent pid, from ``/proc/*/stat``); ``pids`` limits the scan."""
+    parent: dict[int, int] = {}
+    for pid in procs.all_pids() if pids is None else pids:
+        info = procs.read_stat(pid)
+        if info is not None and info.state not in ("Z", "X"):
+            parent[pid] = info.ppid
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+    out: list[int] = []
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return sorted(out)
+
+
+def compile_target(name: str, argv: list[str]) -> str | None:
+    """What a compiler process is building: a source file's name, or ninja's build folder."""
+    if name == "ninja":
+        for flag in ("-C", "-f"):
+            if flag in argv[:-1]:
+                path = Path(argv[argv.index(flag) + 1])
+                return (path if flag == "-C" else path.parent).name or None
+        return None
+    for arg in reversed(argv[1:]):
+        base = Path(arg).name
+        if _SOURCE.search(base):
+            return base
+    return None
+
+
+def _jit_patterns() -> list[re.Pattern[str]]:
+    from probe.catalog.signatures import signature_db
+
+    return [p.pattern for p in signature_db().phases if p.phase == "jit"]
+
+
+@dataclass
+class CompileWatch:
+    """Compile activity of one cell. Not thread-safe: one runner thread feeds and asks it."""
+
+    jit_timeout_s: float = DEFAULT_JIT_TIMEOUT_S
+    linger_s: float = 10.0  # a JIT log line counts as "compiling" for this long (no process seen)
+    clock: Callable[[], float] = time.monotonic
+    read_comm: Callable[[int], str | None] = comm
+    read_cmdline: Callable[[int], list[str]] = cmdline
+    compile_s: float = 0.0
+    tools: set[str] = field(default_factory=set)
+    what: list[str] = field(default_factory=list)
+    lines: int = 0
+    last_line: str | None = None
+    _procs_now: list[str] = field(default_factory=list)
+    _last_line_t: float | None = None
+    _last_tick: float | None = None
+    _was_compiling: bool = False
+    _partial: bytes = b""
+    _patterns: list[re.Pattern[str]] | None = None
+    _seen: int = 0  # bytes of the capture already fed
+    min_interval_s: float = 0.5  # update(): /proc is read at most this often
+
+    # -- feeding -----------------------------------------------------------------------------------
+    def sample(self, pids: Iterable[int], now: float | None = None) -> bool:
+        """One tick: look at the cell's processes, account compile time since the last tick."""
+        now = self.clock() if now is None else now
+        found: list[str] = []
+        for pid in pids:
+            name = self.read_comm(pid)
+            if name is None or name not in COMPILER_NAMES:
+                continue
+            found.append(name)
+            self.tools.add(name)
+            target = compile_target(name, self.read_cmdline(pid))
+            if target and target not in self.what and len(self.what) < _MAX_WHAT:
+                self.what.append(target)
+        self._procs_now = found
+        compiling = self._active(now)
+        if self._last_tick is not None and (self._was_compiling or compiling):
+            self.compile_s += max(0.0, now - self._last_tick)
+        self._last_tick = now
+        self._was_compiling = compiling
+        return compiling
+
+    def feed_output(self, data: bytes, now: float | None = None) -> None:
+        """New bytes of the child's stdout/stderr (any chunking)."""
+        if not data:
+            return
+        now = self.clock() if now is None else now
+        if self._patterns is None:
+            self._patterns = _jit_patterns()
+        text = self._partial + data
+        *complete, self._partial = text.split(b"\n")
+        self._partial = self._partial[-4096:]
+        for raw in complete:
+            line = raw.decode("utf-8", "replace").strip()
+            if line and any(p.search(line) for p in self._patterns):
+                self.lines += 1
+                self.last_line = (strip_prefixes(line).strip() or line)[:300]
+                self._last_line_t = now
+
+    def observe(self, capture: Any, now: float | None = None) -> None:
+        """Feed what a ``HeadTail`` capture received since the last call (``total`` / ``getvalue``)."""
+        new = int(capture.total) - self._seen
+        if new <= 0:
+            return
+        data = capture.getvalue()
+        self.feed_output(data[-new:] if new < len(data) else data, now)
+        self._seen = int(capture.total)
+
+    def update(self, pids: Iterable[int], capture: Any, now: float | None = None) -> None:
+        """The runner's one call per loop turn: new output, and (rate-limited) the process tree."""
+        now = self.clock() if now is None else now
+        self.observe(capture, now)
+        if self._last_tick is None or now - self._last_tick >= self.min_interval_s:
+            self.sample(pids, now)
+
+    # -- asking ------------------------------------------------------------------------------------
+    def _active(self, now: float) -> bool:
+        recent_line = self._last_line_t is not None and now - self._last_line_t <= self.linger_s
+        return bool(self._procs_now) or recent_line
+
+    def compiling_now(self, now: float | None = None) -> bool:
+        return self._active(self.clock() if now is None else now)
+
+    def compile_seconds(self) -> float:
+        return self.compile_s
+
+    def last_activity(self) -> str | None:
+        """A short description of the latest compile evidence (processes, else the JIT log line)."""
+        if self._procs_now:
+            names = sorted(set(self._procs_now))
+            return ", ".join(names) + (f" building {', '.join(self.what[-3:])}" if self.what else "")
+        return self.last_line
+
+    def deadline(self, base_deadline: float) -> float:
+        """The cell's deadline with its compile time given back, up to ``jit_timeout_s``."""
+        return base_deadline + min(self.compile_s, self.jit_timeout_s)
+
+    def budget_spent(self) -> bool:
+        return self.compile_s >= self.jit_timeout_s
+
+    def stopped_cause(self) -> str | None:
+        """Root cause for a cell stopped by its deadline while compiling (None: it was not)."""
+        if not self._was_compiling:  # as of the last tick (the runner samples, then checks its deadline)
+            return None
+        what = ", ".join(self.what) if self.what else (self.last_line or "kernels")
+        budget = f"; the --jit-timeout of {self.jit_timeout_s:.0f} s was spent" if self.budget_spent() else ""
+        return f"probe: stopped while JIT-compiling {what} after {self.compile_s:.0f} s of compiling{budget}"
+
+    def details(self) -> dict[str, Any]:
+        """What goes into the cell's ``details`` (empty when nothing was compiled)."""
+        if not (self.compile_s or self.tools or self.lines):
+            return {}
+        out: dict[str, Any] = {"compile_s": round(self.compile_s, 1)}
+        if self.tools:
+            out["jit_tools"] = sorted(self.tools)
+        if self.what:
+            out["jit_targets"] = list(self.what)
+        if self.lines:
+            out["jit_log_lines"] = self.lines
+        return out
+
+
+# -- caches ----------------------------------------------------------------------------------------
+def cache_dirs(env: dict[str, str] | None = None, home: str | None = None) -> dict[str, Path]:
+    """Where each JIT cache lives for this environment (the libraries' own env vars, then defaults)."""
+    env = dict(os.environ) if env is None else env
+    home_dir = Path(home or env.get("HOME") or Path.home())
+    user = env.get("USER") or env.get("LOGNAME") or "root"
+    fi_base = Path(env.get("FLASHINFER_WORKSPACE_BASE") or home_dir)
+    triton_home = Path(env.get("TRITON_HOME") or home_dir)
+    triton = env.get("TRITON_CACHE_DIR") or str(triton_home / ".triton" / "cache")
+    return {
+        "flashinfer": fi_base / ".cache" / "flashinfer",
+        "triton": Path(triton),
+        "deep_gemm": Path(env.get("DG_JIT_CACHE_DIR") or home_dir / ".deep_gemm"),
+        "vllm": Path(env.get("VLLM_CACHE_ROOT") or home_dir / ".cache" / "vllm"),
+        "torch_inductor": Path(env.get("TORCHINDUCTOR_CACHE_DIR") or f"/tmp/torchinductor_{user}"),
+        "torch_extensions": Path(env.get("TORCH_EXTENSIONS_DIR") or home_dir / ".cache" / "torch_extensions"),
+        "cute_dsl": Path(env.get("CUTE_DSL_CACHE_DIR") or f"/tmp/{user}/cutlass_python_cache"),
+    }
+
+
+def dir_size(path: Path, max_entries: int = 200_000) -> tuple[int, int]:
+    """(bytes, files) under ``path`` (0, 0 when absent); stops counting after ``max_entries``."""
+    total = files = 0
+    for n, (root, _, names) in enumerate(os.walk(path)):
+        if n > max_entries:
+            break
+        for name in names:
+            try:
+                total += os.lstat(Path(root) / name).st_size
+                files += 1
+            except OSError:
+                continue
+    return total, files
+
+
+def cache_report(env: dict[str, str] | None = None, home: str | None = None) -> dict[str, dict[str, Any]]:
+    """{cache: {path, exists, bytes, files}} for every JIT cache of :func:`cache_dirs`."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, path in cache_dirs(env, home).items():
+        size, files = dir_size(path) if path.is_dir() else (0, 0)
+        out[name] = {"path": str(path), "exists": path.is_dir(), "bytes": size, "files": files}
+    return out

@@ -1,0 +1,17 @@
+from vllm.model_executor.layers.fused_moe.oracle._common import (
+    Backend,
+    backend_to_kernel_cls,
+    map_backend,
+    select,
+)
+
+__all__ = ["backend_to_kernel_cls"]
+_ORDER = [Backend.MARLIN]
+
+
+def map_wna16_backend(runner_backend):
+    return map_backend(runner_backend, "WNA16", _ORDER)
+
+
+def select_wna16_moe_backend(config, weight_key):
+    return select(config, weight_key, None, "WNA16", _ORDER)

@@ -1,0 +1,1 @@
+import flashinfer  # noqa: F401  (absent: the backend cannot import)

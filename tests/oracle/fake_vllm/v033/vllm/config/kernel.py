@@ -1,0 +1,3 @@
+from typing import Literal
+
+MoEBackend = Literal["auto", "triton", "cutlass", "marlin"]

@@ -1,0 +1,7 @@
+from vllm.v1.attention.backend import AttentionBackend
+
+
+class TritonAttentionBackend(AttentionBackend):
+    @classmethod
+    def supports_sink(cls):
+        return True

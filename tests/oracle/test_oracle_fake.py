@@ -1,0 +1,125 @@
+"""The oracle end to end against small fake vLLM trees.
+
+fake_vllm/v026 and v033 mirror the real API shapes of those releases; v020 has none of them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from probe.catalog.gpus import parse_target
+from probe.catalog.models import resolve_model
+from probe.matrix.schema import Matrix
+from probe.oracle import adapters
+from probe.oracle.evidence import build_matrix
+from probe.oracle.plan import attention_query, moe_queries, plan
+from probe.oracle.predict import run_child
+
+FAKE = Path(__file__).parent / "fake_vllm"
+
+
+@pytest.fixture(scope="module", params=["v026", "v033"])
+def matrix(request) -> Matrix:
+    req = plan(
+        [parse_target(t) for t in ("sm_89", "sm_90", "sm_100")],
+        [resolve_model(m) for m in ("120b", "dsv3", "122b")],
+    )
+    run = run_child(req, pythonpath=[str(FAKE / request.param)], timeout_s=120)
+    assert run.skipped is None, run.skipped
+    return build_matrix(req, run)
+
+
+def cell(m: Matrix, cid: str):
+    found = [c for c in m.cells if c.id == cid]
+    assert found, f"no cell {cid}; have e.g. {[c.id for c in m.cells[:5]]}"
+    return found[0]
+
+
+def test_every_cell_is_predicted_by_vllm_check(matrix):
+    assert matrix.cells
+    assert {c.evidence for c in matrix.cells} == {"predicted"}
+    assert {c.basis for c in matrix.cells} == {"vllm_check"}
+    assert all(c.gpu_sm in (89, 90, 100) for c in matrix.cells)
+    Matrix.model_validate_json(matrix.model_dump_json())  # round-trips through the schema
+
+
+def test_sinks_refused_by_fa2_with_vllms_message_and_check_location(matrix):
+    c = cell(matrix, "predicted/vllm/attention/sm_89/gpt-oss-120b/FLASH_ATTN")
+    assert c.outcome.value == "unsupported"
+    assert "attention sinks not supported" in (c.root_cause or "")
+    assert c.root_cause.startswith("Selected backend AttentionBackendEnum.FLASH_ATTN is not valid")
+    assert c.details["check"] == "FlashAttentionBackend.supports_sink"
+    assert c.details["file"] == "vllm/v1/attention/backends/flash_attn.py" and c.details["line"] > 0
+    ok = cell(matrix, "predicted/vllm/attention/sm_90/gpt-oss-120b/FLASH_ATTN")
+    assert ok.outcome.value == "ok" and ok.fa_version == 3
+
+
+def test_auto_pick_follows_the_platform_priority(matrix):
+    a89 = cell(matrix, "predicted/vllm/attention/sm_89/gpt-oss-120b/auto")
+    assert a89.details["selected"] == "TRITON_ATTN"  # FA2 refuses sinks, FlashInfer does not import
+    assert a89.details["auto_order"][0] == "FLASH_ATTN"
+    mla = cell(matrix, "predicted/vllm/attention/sm_89/deepseek-v3/FLASHMLA")
+    assert mla.root_cause and "compute capability not supported" in mla.root_cause
+    assert cell(matrix, "predicted/vllm/attention/sm_100/deepseek-v3/auto").details["selected"] == "FLASHMLA"
+
+
+def test_missing_module_is_vllms_import_refusal(matrix):
+    c = cell(matrix, "predicted/vllm/attention/sm_90/qwen3.5-122b-a10b/FLASHINFER")
+    assert c.outcome.value == "unsupported" and "No module named 'flashinfer'" in (c.root_cause or "")
+    assert c.details["check"] == "import"
+
+
+def test_moe_kernel_refusal_names_the_experts_check(matrix):
+    c = cell(matrix, "predicted/vllm/moe/sm_90/deepseek-v3/nvfp4/cutlass")
+    assert c.outcome.value == "unsupported" and c.tp is None and c.details["tp_sizes"] == [1, 2, 4]
+    assert "does not support the deployment configuration since kernel does not support current device" in (
+        c.root_cause or ""
+    )
+    assert c.details["check"] == "CutlassExperts._supports_current_device"
+    assert c.details["raised_at"].startswith("vllm/model_executor/layers/fused_moe/oracle/_common.py:")
+    assert cell(matrix, "predicted/vllm/moe/sm_100/deepseek-v3/nvfp4/cutlass").outcome.value == "ok"
+
+
+def test_tp_dependent_verdicts_get_one_cell_per_tp(matrix):
+    one = cell(matrix, "predicted/vllm/moe/sm_90/qwen3.5-122b-a10b/nvfp4/marlin/tp=1")
+    four = cell(matrix, "predicted/vllm/moe/sm_90/qwen3.5-122b-a10b/nvfp4/marlin/tp=4")
+    assert one.outcome.value == "ok" and one.tp == 1 and one.intermediate == 1024
+    assert four.outcome.value == "unsupported" and four.intermediate == 256
+    assert four.details["check"] == "MarlinExperts._supports_parallel_config"
+    auto4 = cell(matrix, "predicted/vllm/moe/sm_90/qwen3.5-122b-a10b/nvfp4/auto/tp=4")
+    assert auto4.root_cause == "No NvFp4 MoE backend supports the deployment configuration."
+
+
+def test_unmapped_backend_and_missing_oracle(matrix):
+    c = cell(matrix, "predicted/vllm/moe/sm_90/qwen3.5-122b-a10b/bf16/marlin")
+    assert c.root_cause == "moe_backend='marlin' is not supported for Unquantized MoE."
+    skipped = cell(matrix, "predicted/vllm/moe/sm_90/gpt-oss-120b/mxfp4/auto")
+    assert skipped.outcome.value == "skipped" and "not in this vLLM" in (skipped.root_cause or "")
+
+
+def test_version_without_adapter_is_skipped_with_the_reason():
+    req = plan([parse_target("sm_90")], [resolve_model("120b")])
+    run = run_child(req, pythonpath=[str(FAKE / "v020")], timeout_s=120)
+    assert run.skipped and "no oracle adapter for vLLM 0.20.0" in run.skipped
+    m = build_matrix(req, run)
+    assert [c.outcome.value for c in m.cells] == ["skipped"] and m.run.status == "partial"
+
+
+def test_adapters_by_release_line():
+    assert adapters.adapter_for("0.33.0+cu130") is not None
+    assert adapters.adapter_for("0.26.0") is not None
+    assert adapters.skip_reason("0.26.1.dev3") is None
+    assert "0.26.x, 0.33.x" in (adapters.skip_reason("0.30.0") or "")
+
+
+def test_plan_reads_the_profiles():
+    gpt = attention_query(resolve_model("120b"))
+    assert gpt.has_sink and gpt.has_sliding_window and gpt.head_size == 64
+    ds = attention_query(resolve_model("dsv3"))
+    assert ds.use_mla and ds.head_size == 576  # kv_lora_rank + qk_rope_head_dim
+    sup = moe_queries(resolve_model("super"))
+    assert {q.hidden for q in sup} == {1024}  # LatentMoE width
+    assert {(q.quant, q.tp) for q in moe_queries(resolve_model("dsv3"))} >= {("nvfp4", 4), ("fp8_block", 1)}
+    assert moe_queries(resolve_model("qwen3-8b")) == []
