@@ -66,6 +66,16 @@ def main() -> int:
         f"probe recommend --model {args.model} --json (default matrices/, --gpu sm_110a)": probe(
             "--gpu", "sm_110a", "--json"
         ),
+        f"probe recommend --model {args.model} --gpu sm_120 (matrices/: oracle + scan + reports)": probe(
+            "--gpu", "sm_120"
+        ),
+        "probe recommend --model 120b --gpu sm_89 (default matrices/: oracle + scan)": [
+            *probe("--gpu", "sm_89")[:-4],
+            "--model",
+            "120b",
+            "--gpu",
+            "sm_89",
+        ],
     }
     for name, cmd in cases.items():
         t = timed(cmd, args.runs, env)

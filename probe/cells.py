@@ -216,7 +216,7 @@ class AttentionParams(_EngineBacked, _WireParams):
 
     KIND: ClassVar[CellKind] = CellKind.ATTENTION
     _OPTIONAL: ClassVar[frozenset[str]] = frozenset(
-        {"max_model_len", "gpu_memory_utilization", "prompt_len", "decode_steps"}
+        {"max_model_len", "gpu_memory_utilization", "prompt_len", "decode_steps", "sinks", "sliding_window"}
     )
 
     backend: str
@@ -231,6 +231,8 @@ class AttentionParams(_EngineBacked, _WireParams):
     decode_steps: int | None = None
     max_model_len: int | None = None
     gpu_memory_utilization: float | None = None
+    sinks: bool | None = None  # attention-layer cells: the model's attention sinks (gpt-oss)
+    sliding_window: int | None = None
 
     @property
     def attention_choice(self) -> str | None:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate matrices/predicted/vllm-0.26.0.json on the GPU box: vLLM 0.26.0 pins torch 2.11, so it
+# Regenerate matrices/predicted/vllm-0.26.0/ (one file per GPU) on the GPU box: vLLM 0.26.0 pins torch 2.11, so it
 # runs there, not on the CPU machine. The oracle child never touches the GPU (CUDA_VISIBLE_DEVICES
 # is emptied; each catalog target's capability is faked), so it can run beside other work.
 #
@@ -14,6 +14,6 @@ PY=${PY:-python3}
 SITE=${SITE:-}
 args=(--python "$PY" --image "vllm-0.26.0 wheel on the GPU box (${SITE:-installed in $PY})"
       --note "regenerate: PY=$PY SITE=$SITE bash matrices/predicted/predict_vllm026.sh"
-      -o matrices/predicted/vllm-0.26.0.json)
+      -o matrices/predicted/vllm-0.26.0)
 if [ -n "$SITE" ]; then args+=(--pythonpath "$SITE"); fi
 python3 -m probe predict "${args[@]}"

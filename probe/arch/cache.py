@@ -26,7 +26,7 @@ from probe.arch.records import FileRecord
 log = logging.getLogger(__name__)
 
 CACHE_FILE = "scan-v1.sqlite"
-_FORMAT = 1
+_FORMAT = 2
 
 
 def cache_dir() -> Path:

@@ -77,6 +77,16 @@ def _head_then_pread(fd: int, head: bytes) -> Callable[[int, int], bytes]:
     return read
 
 
+_LIBRARY_NAME = re.compile(r"\.so(\.\d+)*$")
+
+
+def not_a_library(name: str, head: bytes) -> bool:
+    """A file named like a shared library (``.so``, ``.so.N``) whose first 4 bytes are not the ELF
+    magic (a GNU ld script, a text stub): not a CUDA extension, skipped without an error. A
+    truncated or corrupt ELF (``\\x7fELF``…), a non-ELF ``.cubin`` / ``.fatbin`` stay errors."""
+    return len(head) >= 4 and head[:4] != elf.ELF_MAGIC and bool(_LIBRARY_NAME.search(name))
+
+
 def describe(reader: elf.Reader, rec: FileRecord, *, name: str, kernels: bool) -> None:
     """Fill ``rec`` (kind, containers, entries, error) from the bytes behind ``reader``."""
     rec.size = reader.size
@@ -101,8 +111,9 @@ def describe(reader: elf.Reader, rec: FileRecord, *, name: str, kernels: bool) -
             rec.kind = "ptx"
             _describe_ptx(reader, rec, kernels)
         else:
-            rec.kind = "other"
-            rec.error = "not an ELF file" if head[:4] != elf.ELF_MAGIC else "unrecognised content"
+            rec.kind = "other"  # no error for a GNU ld script / text named libc.so: not device code
+            if not not_a_library(name, head):
+                rec.error = "not an ELF file" if head[:4] != elf.ELF_MAGIC else "unrecognised content"
     except elf.ElfParseError as exc:
         rec.error = str(exc)
     except fatbin.FatbinParseError as exc:

@@ -9,7 +9,7 @@ normalised as :class:`probe.arch.roots.PackageResolver` does (``_`` -> ``-``, lo
 one folder holds two ``*.dist-info`` of one name (a broken environment), the last by name wins.
 """
 
-# ruff: noqa: PTH118
+# ruff: noqa: PTH119, PTH208
 # (paths stay str: they are joined once per site folder)
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ path it is given (a stat for a folder, a 512-byte read for a file): only when it
 inside site-packages is not an input).
 """
 
-# ruff: noqa: PTH112, PTH113, PTH118, PTH123
+# ruff: noqa: PTH112, PTH113, PTH118
 # (paths stay str: one stat / read per input)
 
 from __future__ import annotations

@@ -33,6 +33,9 @@ FileKind = Literal["elf", "cubin", "fatbin", "ptx", "wheel", "other"]
 TargetSource = Literal["local-gpu", "argument", "catalog"]
 VerdictName = Literal["sass", "sass-compatible", "ptx-jit", "none"]
 
+#: fields written only when not None (added after schema_version 1 was published, often unknown)
+OMIT_WHEN_NONE: frozenset[str] = frozenset({"package_version", "environments"})
+
 #: pydantic settings read by :func:`validate_report` / :func:`json_schema` (a plain dict: no import)
 _FORBID: dict[str, Any] = {"extra": "forbid"}
 

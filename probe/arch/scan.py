@@ -1,17 +1,20 @@
-"""Scan files, folders and wheels for device code: the engine behind ``probe scan``.
+"""Scan files, folders, wheels and container images for device code: the engine behind ``probe scan``.
 
 Library API (stable; the backend view builds on it)::
 
-    from probe.arch.scan import scan_paths, default_roots, cache_roots, build_report
+    from probe.arch.scan import scan_paths, scan_inputs, default_roots, cache_roots, build_report
     files = scan_paths(["/venv/lib/python3.12/site-packages"], kernels=True)   # list[FileRecord]
     report = build_report(files, gpus)                                          # ScanReport
+    res = scan_inputs(["image.tar"])       # ScanResult: .files, .environments (image inputs)
 
 Inputs are files, folders (walked recursively by :mod:`probe.arch.roots`: symlinked folders
-followed once, loops detected) and ``.whl`` archives (members read straight from the zip, see
-:mod:`probe.arch.wheel`). Every file yields one :class:`~probe.arch.records.FileRecord`
+followed once, loops detected), ``.whl`` archives (members read straight from the zip, see
+:mod:`probe.arch.wheel`) and container images (:mod:`probe.arch.image`, imported only when an
+input is one). Every file yields one :class:`~probe.arch.records.FileRecord`
 (:mod:`probe.arch.describe`); problems (unreadable, truncated, not ELF ...) go into its ``error``
-field, never into an exception. :func:`records_of` is the one place that picks the reader for an
-input kind.
+field, never into an exception. :func:`scan_inputs` picks images among the inputs,
+:func:`records_of` the reader for each walked file; ``package_version`` comes from the
+``*.dist-info`` folders (:mod:`probe.arch.dists`).
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from probe import __version__
 from probe.arch.describe import scan_file
-from probe.arch.records import FileRecord, ScanReport, Summary, Target, TargetSource
+from probe.arch.dists import SiteVersions, wheel_version
+from probe.arch.inputs import looks_like_image
+from probe.arch.records import Environment, FileRecord, ScanReport, Summary, Target, TargetSource
 from probe.arch.roots import Candidate, cache_roots, default_roots, iter_candidates
 
 if TYPE_CHECKING:
@@ -31,11 +37,13 @@ if TYPE_CHECKING:
     from probe.catalog.gpus import Gpu
 
 __all__ = [
+    "ScanResult",
     "build_report",
     "cache_roots",
     "default_roots",
     "records_of",
     "scan_file",
+    "scan_inputs",
     "scan_paths",
     "summarize",
 ]
@@ -88,6 +96,15 @@ def _guarded_records_of(c: Candidate, kernels: bool, cache: ScanCache | None) ->
         ]
 
 
+@dataclass
+class ScanResult:
+    """What :func:`scan_inputs` found: the records, and the Python environments of image inputs
+    (None when no image was given)."""
+
+    files: list[FileRecord]
+    environments: list[Environment] | None = None
+
+
 def scan_paths(
     paths: Sequence[str | os.PathLike[str]],
     *,
@@ -97,27 +114,59 @@ def scan_paths(
     labels: dict[str, str] | None = None,
     platform: str | None = None,
 ) -> list[FileRecord]:
-    """Scan files / folders / wheels; one record per file (wheel: per member), in walk order.
+    """Scan files / folders / wheels / images; one record per file (wheel: per member), in walk
+    order (see :func:`scan_inputs`)."""
+    return scan_inputs(
+        paths, kernels=kernels, use_cache=use_cache, jobs=jobs, labels=labels, platform=platform
+    ).files
+
+
+def scan_inputs(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    kernels: bool = False,
+    use_cache: bool = True,
+    jobs: int | None = None,
+    labels: dict[str, str] | None = None,
+    platform: str | None = None,
+) -> ScanResult:
+    """Scan files / folders / wheels / images; one record per file (wheel: per member), in walk order.
 
     ``labels`` maps a root folder to the package label given to everything under it (caches).
-    Container images (docker-save / OCI tarballs, OCI layout folders) are read by
-    :mod:`probe.arch.image` (``platform``: which image of a multi-platform index); their records come first.
+    The per-input dispatch: container images (docker-save / OCI tarballs, OCI layout folders;
+    :func:`probe.arch.inputs.looks_like_image`) are read by :mod:`probe.arch.image`, imported only
+    then (``platform``: which image of a multi-platform index); their records come first.
+    Everything else is walked (:func:`probe.arch.roots.iter_candidates`) and read by
+    :func:`records_of`.
     """
-    from probe.arch.image import is_image, scan_image
+    images: list[str] = []
+    rest: list[str] = []
+    for p in (os.fspath(x) for x in paths):
+        (images if looks_like_image(p) else rest).append(p)
+    files: list[FileRecord] = []
+    envs: list[Environment] | None = None
+    if images:
+        from probe.arch.image import scan_image  # tar / zstd / layouts: only when an image is given
 
-    images = [os.fspath(p) for p in paths if is_image(os.fspath(p))]
-    image_files = [
-        f
-        for p in images
-        for f in scan_image(p, kernels=kernels, platform=platform, use_cache=use_cache).files
-    ]
-    paths = [p for p in paths if os.fspath(p) not in images]
+        envs = []
+        for p in images:
+            res = scan_image(p, kernels=kernels, platform=platform, use_cache=use_cache)
+            files += res.files
+            envs += res.environments
+    if rest:
+        files += _scan_walked(rest, kernels=kernels, use_cache=use_cache, jobs=jobs, labels=labels)
+    return ScanResult(files, envs)
+
+
+def _scan_walked(
+    paths: list[str], *, kernels: bool, use_cache: bool, jobs: int | None, labels: dict[str, str] | None
+) -> list[FileRecord]:
     cache = None
     if use_cache:
         from probe.arch.cache import ScanCache
 
         cache = ScanCache.open_default()
-    candidates = list(iter_candidates([os.fspath(p) for p in paths], labels=labels))
+    candidates = list(iter_candidates(paths, labels=labels))
     if jobs is None:
         # Header reads are GIL-bound: threads only pay off where the work releases the GIL
         # (zlib for wheels, zstd/lz4 for --kernels).
@@ -143,7 +192,22 @@ def scan_paths(
     finally:
         if cache is not None:
             cache.close()
-    return image_files + [r for recs in per_candidate for r in recs]
+    _add_versions(candidates, per_candidate)
+    return [r for recs in per_candidate for r in recs]
+
+
+def _add_versions(candidates: list[Candidate], per_candidate: list[list[FileRecord]]) -> None:
+    """``package_version`` of each record: a wheel's from its file name, a file's from the
+    ``*.dist-info`` folders of the site folder holding it (:mod:`probe.arch.dists`)."""
+    versions = SiteVersions()
+    for c, recs in zip(candidates, per_candidate, strict=True):
+        if c.path.endswith(".whl"):
+            v = wheel_version(c.path)
+            for r in recs:
+                r.package_version = v if r.package else None
+            continue
+        for r in recs:
+            r.package_version = versions.version_of(r.path, r.package)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -180,13 +244,16 @@ def build_report(
     per_kernel: bool = False,
     roots: Sequence[str] = (),
     seconds: float | None = None,
+    environments: list[Environment] | None = None,
 ) -> ScanReport:
-    """Assemble the JSON report: files, summary, targets and every verdict."""
+    """Assemble the JSON report: files, summary, targets and every verdict (``environments``:
+    those of image inputs, :attr:`ScanResult.environments`)."""
     from probe.arch.verdicts import file_verdicts
 
     return ScanReport(
         probe_version=__version__,
         roots=list(roots),
+        environments=environments,
         files=list(files),
         summary=summarize(files, seconds),
         targets=[_target_of(g, source) for g in gpus],

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from probe.arch import elf, fatbin
-from probe.arch.describe import describe
+from probe.arch.describe import describe, not_a_library
 from probe.arch.elfstream import stream_elf
 from probe.arch.inflate import RawDeflateStream, inflate_error_types, inflate_member
 from probe.arch.records import FileRecord
@@ -198,7 +198,8 @@ def _scan_member(
                 head = s.read(64)
         if not elf.is_elf(head):
             rec.kind = "other"
-            rec.error = "not an ELF file"
+            if not not_a_library(info.filename, head):  # a GNU ld script: not device code, no error
+                rec.error = "not an ELF file"
             return
         is_cubin = len(head) >= 20 and int.from_bytes(head[18:20], "little") == elf.EM_CUDA
         if not is_cubin:

@@ -11,7 +11,7 @@ file:line of the check. The output is a matrix of ``predicted`` cells (basis ``v
 
 Examples:
   probe predict -o predicted.json                              # this Python's vLLM, whole catalog
-  probe predict --python ~/.cache/probe-tests/venv-vllm-0.33.0/bin/python -o vllm-0.33.0.json
+  probe predict --python ~/.cache/probe-tests/venv-vllm-0.33.0/bin/python -o matrices/predicted/vllm-0.33.0
   probe predict --target sm_89 --target sm_120 --models 120b,122b --json
   PYTHONPATH=/tmp/site probe predict --python /opt/venv/bin/python --pythonpath /tmp/site -o p.json
 """
@@ -51,7 +51,13 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=900.0, metavar="S", help="child timeout (default 900 s)")
     p.add_argument("--image", metavar="TEXT", help="label for provenance.image (default: the interpreter)")
     p.add_argument("--note", metavar="TEXT", help="extra provenance note (e.g. the command that made it)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the matrix JSON here")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE|DIR",
+        help="write the matrix JSON here; a path not ending in .json is a folder that gets one file "
+        "per GPU (sm_90.json …), the layout of matrices/predicted/",
+    )
     p.add_argument("--json", action="store_true", help="print the matrix JSON on stdout")
 
 
@@ -105,7 +111,7 @@ def execute(args: argparse.Namespace) -> int:
 
     from probe.errors import EXIT_PARTIAL
     from probe.matrix.io import write_text_atomic
-    from probe.oracle.evidence import build_matrix, compact_json
+    from probe.oracle.evidence import build_matrix, compact_json, write_split
     from probe.oracle.plan import plan
     from probe.oracle.predict import run_child
 
@@ -114,7 +120,9 @@ def execute(args: argparse.Namespace) -> int:
     matrix = build_matrix(request, run, note=args.note)
     if args.image:
         matrix.provenance.image = args.image
-    if args.output:
+    if args.output and not str(args.output).endswith(".json"):
+        write_split(matrix, args.output)
+    elif args.output:
         write_text_atomic(args.output, compact_json(matrix))
     if args.json:
         print(compact_json(matrix), end="")

@@ -79,12 +79,17 @@ def execute(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(r, indent=1))
         return 0 if found else EXIT_NOTHING_TO_COMPARE
-    print(
-        f"{r['model']} ({r['quant']}) on {r['gpu']} ({r['gpu_name']}) — evidence: "
-        + ("measured on this GPU" if r["basis"] == "measured" else "static predictions + field reports")
-    )
+    words = {
+        "measured": "measured on this GPU",
+        "measured+predicted": "measured on this GPU + predictions",
+        "predicted+reported": "vLLM's own checks, static predictions + field reports",
+    }
+    basis = words.get(r["basis"], r["basis"])
+    print(f"{r['model']} ({r['quant']}) on {r['gpu']} ({r['gpu_name']}) — evidence: {basis}")
     for n in r["notes"]:
         print(f"note: {n}")
+    for role, h in r["halves"].items():
+        print(f"{role} half: {h['backend']} — {h['basis']}: {h['text']}")
     if found:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in r["env"].items())
         print("\n  " + (env + " " if env else "") + "vllm serve <model> " + shlex.join(r["flags"]))
@@ -95,7 +100,8 @@ def execute(args: argparse.Namespace) -> int:
         for e in shown:
             cite = f" — {e['citation']}" if e.get("citation") else ""
             cause = f" ({e['root_cause']})" if e.get("root_cause") else ""
-            print(f"  {e['role']:10} {e['outcome']:15} [{e['source']}] {e['id']}{cause}{cite}")
+            note = f" [{e['note']}]" if e.get("note") else ""
+            print(f"  {e['role']:10} {e['outcome']:15} [{e['source']}] {e['id']}{cause}{note}{cite}")
         if len(ruled) > RULED_OUT_SHOWN:
             print(f"  … and {len(ruled) - RULED_OUT_SHOWN} more ruled-out cells (--json lists them all)")
         if r["speed"]:
@@ -106,6 +112,12 @@ def execute(args: argparse.Namespace) -> int:
             )
         elif r["runner_up"]:
             print(f"  runner-up: {_pair_label(r['runner_up'])} (no timings to compare)")
+    else:
+        for e in r["evidence"]:
+            where = f" [{e['note']}]" if e.get("note") else ""
+            print(
+                f"  {e['role']:10} {e['outcome']:15} [{e['source']}] {e['id']}: {e.get('root_cause')}{where}"
+            )
     if r["warnings"]:
         print("warnings:")
         for w in r["warnings"]:

@@ -42,6 +42,16 @@ def _positive_float(text: str) -> float:
     return v
 
 
+def _nonneg_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+    return v
+
+
 def _positive_int(text: str) -> int:
     try:
         v = int(text)
@@ -87,6 +97,21 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="S",
         help="per-cell time limit in seconds for every cell (default: each cell's own)",
+    )
+    g.add_argument(
+        "--jit-timeout",
+        type=_nonneg_float,
+        default=1200.0,
+        metavar="S",
+        help="extra seconds a cell may spend JIT-compiling (nvcc / ninja / ptxas in its process tree, "
+        "FlashInfer / Triton / DeepGEMM JIT lines in its output) beyond its own limit; 0: none "
+        "(default %(default).0f)",
+    )
+    g.add_argument(
+        "--warm-jit",
+        action="store_true",
+        help="compile the plan's JIT modules first, in parallel (FlashInfer's CUTLASS MoE module, each "
+        "FLASHINFER attention layout); results and JIT cache sizes go to JOURNAL.warm.jsonl",
     )
     g.add_argument(
         "--grace",
@@ -247,7 +272,10 @@ def execute(args: argparse.Namespace) -> int:
         confirm_crashes=args.confirm_crashes,
         memory=policy,
         run_id=run_id,
+        jit_timeout_s=args.jit_timeout,
     )
+    if args.warm_jit:
+        _warm_jit(args, specs, cfg)
     progress = _progress(sum(1 for s in specs if s.id not in journal.done_ids))
     started = journal.header.get("started_at") or datetime.now(timezone.utc).isoformat(timespec="seconds")
     try:
@@ -267,6 +295,26 @@ def execute(args: argparse.Namespace) -> int:
             print(f"not run: {cid}: {why}", file=sys.stderr)
         return EXIT_PARTIAL
     return EXIT_OK
+
+
+def _warm_jit(args: argparse.Namespace, specs: list[CellSpec], cfg: Any) -> None:
+    """The JIT pre-pass (``probe.probes.jit_warm``): its cells run isolated, all at once, in a journal of
+    their own (they are not matrix cells); a failed build is recorded there and the run goes on."""
+    from dataclasses import replace
+
+    from probe.probes.jit_warm import warm_specs
+    from probe.sandbox.journal import Journal
+    from probe.sandbox.runner import run_cells
+
+    warm = warm_specs(specs)
+    if not warm:
+        return
+    journal = Journal.open(f"{args.journal}.warm.jsonl", resume=True, run_meta={"run_id": f"{cfg.run_id}w"})
+    try:
+        run_cells(warm, replace(cfg, jobs=len(warm), run_id=f"{cfg.run_id}w"), journal=journal,
+                  on_result=_progress(len(warm)))  # fmt: skip
+    finally:
+        journal.close()
 
 
 def _write_matrix(args: argparse.Namespace, results: list[CellResult], planned: int, note: str) -> None:

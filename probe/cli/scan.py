@@ -126,7 +126,7 @@ def execute(args: argparse.Namespace) -> int:
         _write(args.output, json.dumps(json_schema(), indent=1) + "\n")
         return EXIT_OK
 
-    from probe.arch.scan import build_report, scan_paths
+    from probe.arch.scan import build_report, scan_inputs
 
     if args.json:
         args.format = "json"
@@ -136,7 +136,7 @@ def execute(args: argparse.Namespace) -> int:
 
     roots, labels = _roots(args)
     t0 = time.perf_counter()
-    files = scan_paths(
+    found = scan_inputs(
         roots,
         kernels=args.kernels,
         use_cache=not args.no_cache,
@@ -145,7 +145,13 @@ def execute(args: argparse.Namespace) -> int:
         platform=args.platform,
     )
     report = build_report(
-        files, gpus, source=source, per_kernel=args.kernels, roots=roots, seconds=time.perf_counter() - t0
+        found.files,
+        gpus,
+        source=source,
+        per_kernel=args.kernels,
+        roots=roots,
+        seconds=time.perf_counter() - t0,
+        environments=found.environments,
     )
     if args.verify_with_cuobjdump:
         from probe.arch.cuobjdump import verify_files

@@ -57,12 +57,12 @@ def _short(text: str, n: int = 400) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _view_rows(cells: list[Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+def _view_rows(cells: list[Any], variants: bool) -> Iterator[tuple[str, str, dict[str, Any]]]:
     """Rows of ``probe scan --backends --json`` (``probe.arch.backends.backends_json``) cells."""
     for c in cells:
         if not isinstance(c, dict) or not {"target", "verdict"} <= c.keys():
             continue
-        if c.get("primary") is False:
+        if c.get("primary") is False and not variants:
             continue
         bid = str(c.get("backend") or "")
         name = str(c.get("name") or bid.rsplit(".", 1)[-1])
@@ -86,27 +86,33 @@ def _view_rows(cells: list[Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
                 "reason": _short(str(c.get("reason") or c["verdict"])),
                 "via": via,
                 "files": files[:5],
+                "variant": c.get("variant") if c.get("primary") is False else None,
+                "primary_variant": None if c.get("primary") is False else c.get("variant"),
             },
         )
 
 
-def iter_verdict_rows(data: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+def iter_verdict_rows(
+    data: dict[str, Any], variants: bool = False
+) -> Iterator[tuple[str, str, dict[str, Any]]]:
     """(backend, target, {verdict, reason, via?, files?}) from the accepted static-table shapes.
 
     Accepted: ``{"backends": {backend: {target: {...}}}}``, ``{"backends": [{backend, target, verdict,
     reason}]}``, and the backend view of ``probe scan --backends --json`` (``{"cells": [...]}``, also
-    nested as ``{"backends": {"cells": [...]}}``).
+    nested as ``{"backends": {"cells": [...]}}``). ``variants``: also the non-primary variants of a
+    backend (``cutlass [fp8]``; their row carries ``variant``), which a backend -> target table keeps
+    out (one verdict per backend and target).
     """
     for key in ("backend_cells", "cells"):
         if _is_view_cells(data.get(key)):
-            yield from _view_rows(data[key])
+            yield from _view_rows(data[key], variants)
             return
     if isinstance(data.get("backend_table"), list):
-        yield from _table_rows(data["backend_table"])
+        yield from _table_rows(data["backend_table"], variants)
         return
     raw = data.get("backends", data.get("verdicts", {})) or {}
     if isinstance(raw, dict) and isinstance(raw.get("cells"), list):
-        yield from _view_rows(raw["cells"])
+        yield from _view_rows(raw["cells"], variants)
         return
     if isinstance(raw, dict):
         for backend, per in raw.items():
@@ -120,7 +126,7 @@ def iter_verdict_rows(data: dict[str, Any]) -> Iterator[tuple[str, str, dict[str
                     yield str(backend), str(target), {"verdict": v, "reason": v}
     elif isinstance(raw, list):
         if raw and isinstance(raw[0], dict) and "target" not in raw[0] and "backend" in raw[0]:
-            yield from _table_rows(raw)
+            yield from _table_rows(raw, variants)
             return
         for v in raw:
             if isinstance(v, dict) and {"backend", "target", "verdict"} <= v.keys():
@@ -130,10 +136,11 @@ def iter_verdict_rows(data: dict[str, Any]) -> Iterator[tuple[str, str, dict[str
 _LABEL_RE = re.compile(r"^(?P<name>[A-Za-z0-9_]+)(?: \((?P<fa>FA[234])\))?(?: \[(?P<variant>[^\]]*)\])?$")
 
 
-def _table_rows(rows: list[Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
+def _table_rows(rows: list[Any], variants: bool) -> Iterator[tuple[str, str, dict[str, Any]]]:
     """Rows of ``probe scan --backends`` tables: {"kind", "backend": "marlin [variant]", "sm_110": "ptx-jit"}.
 
-    The first row of each backend (its primary variant) wins; ``none (gate)`` means vLLM refuses the target.
+    The first row of each backend is its primary variant, later rows (``cutlass [fp8]``) its other
+    variants (``variant`` set); ``none (gate)`` means vLLM refuses the target.
     """
     seen: set[str] = set()
     for row in rows:
@@ -143,8 +150,10 @@ def _table_rows(rows: list[Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
         if not m:
             continue
         name = m.group("fa") or m.group("name")
-        if name in seen:
+        if name in seen and not variants:
             continue
+        variant = m.group("variant") if name in seen else None
+        primary = m.group("variant") if name not in seen else None
         seen.add(name)
         for key, value in row.items():
             if not re.match(r"^sm_\d+[af]?$", str(key)) or not value:
@@ -156,7 +165,8 @@ def _table_rows(rows: list[Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
                 if "(gate)" in text
                 else f"static verdict {verdict} (probe scan --backends)"
             )
-            yield name, str(key), {"verdict": verdict, "reason": reason}
+            yield name, str(key), {"verdict": verdict, "reason": reason, "variant": variant,
+                                   "primary_variant": primary}  # fmt: skip
 
 
 def target_sm(target: str) -> int | None:
@@ -164,10 +174,12 @@ def target_sm(target: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def predicted_cell_dicts(static: dict[str, Any]) -> list[dict[str, Any]]:
-    """One ``predicted`` cell (as a plain dict, schema-conformant) per backend x target verdict."""
+def predicted_cell_dicts(static: dict[str, Any], variants: bool = False) -> list[dict[str, Any]]:
+    """One ``predicted`` cell (as a plain dict, schema-conformant) per backend x target verdict
+    (``variants``: and per non-primary variant, ``predicted/cutlass[fp8]/sm_120``)."""
     cells: list[dict[str, Any]] = []
-    for backend, target, v in sorted(iter_verdict_rows(static), key=lambda r: (r[0], r[1])):
+    rows = iter_verdict_rows(static, variants)
+    for backend, target, v in sorted(rows, key=lambda r: (r[0], str(r[2].get("variant") or ""), r[1])):
         kind = backend_kind(backend)
         verdict = str(v.get("verdict"))
         loadable = verdict not in ("none", "not-installed")
@@ -178,9 +190,14 @@ def predicted_cell_dicts(static: dict[str, Any]) -> list[dict[str, Any]]:
             reasons.append("compiled at first use (needs a working JIT toolchain)")
         reason = str(v.get("reason") or verdict)
         fa = re.match(r"^FA([234])$", backend.upper())
+        variant = v.get("variant")
+        details = {"verdict": verdict, "via": v.get("via"), "files": list(v.get("files") or [])}
+        if variant or v.get("primary_variant"):
+            details["variant"] = variant or v.get("primary_variant")
+            details["primary"] = not variant
         cells.append(
             {
-                "id": f"predicted/{backend}/{target}",
+                "id": f"predicted/{backend}{f'[{variant}]' if variant else ''}/{target}",
                 "kind": kind,
                 "evidence": "predicted",
                 "gpu_sm": target_sm(target),
@@ -202,7 +219,20 @@ def predicted_cell_dicts(static: dict[str, Any]) -> list[dict[str, Any]]:
                 "phase": "static",
                 "root_cause": None if loadable else reason,
                 "hint": reason if loadable else None,
-                "details": {"verdict": verdict, "via": v.get("via"), "files": list(v.get("files") or [])},
+                "details": details,
             }
         )
     return cells
+
+
+def variant_for_quant(variants: set[str], quant: str) -> str | None:
+    """The scan variant of a backend that a checkpoint in ``quant`` runs (None: the scan has none).
+
+    A variant is named after the quant (``cutlass [fp8]`` serves fp8 and fp8_block), after the
+    activation dtype (``marlin [bf16 activations]``: the model's own bf16 activations), or is the
+    backend's only build (``default``).
+    """
+    for name in (quant, quant.split("_", 1)[0], "bf16 activations", "default"):
+        if name in variants:
+            return name
+    return None

@@ -172,8 +172,53 @@ def build_matrix(request: OracleRequest, run: OracleRun, note: str | None = None
 def compact_json(matrix: Matrix) -> str:
     """The matrix as JSON without default-valued fields, one cell per line (small, diffable, loadable)."""
     doc = matrix.model_dump(mode="json", exclude_defaults=True)
-    cells = doc.pop("cells", [])
-    head = {"schema_version": matrix.schema_version, "kind": matrix.kind, **doc}
+    return _compact_doc(doc, doc.pop("cells", []))
+
+
+def _compact_doc(doc: dict[str, Any], cells: list[dict[str, Any]]) -> str:
+    head = {"schema_version": doc.pop("schema_version", 1), "kind": doc.pop("kind", "matrix"), **doc}
     text = json.dumps(head, separators=(",", ":"))[:-1]
     body = ",\n".join(json.dumps(c, separators=(",", ":"), sort_keys=True) for c in cells)
     return f'{text},"cells":[\n{body}\n]}}\n'
+
+
+ANY_GPU_FILE = "any-gpu.json"
+
+
+def split_by_gpu(doc: dict[str, Any]) -> dict[str, str]:
+    """A predictions matrix (as a JSON document) split per GPU target: ``sm_<N>.json`` -> its text.
+
+    The layout of ``probe predict -o DIR`` (``matrices/predicted/vllm-<version>/``): ``probe
+    recommend --gpu sm_120`` then reads one ~0.6 MB file instead of all of them. Each file is a
+    complete matrix (same provenance, label naming the GPU, ``run.cells_planned`` its own count);
+    cells without a GPU (a ``skipped`` run) go to ``any-gpu.json``.
+    """
+    head = {k: v for k, v in doc.items() if k != "cells"}
+    per: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for c in doc.get("cells", []):
+        per[f"sm_{c['gpu_sm']}.json" if c.get("gpu_sm") else ANY_GPU_FILE].append(c)
+    out: dict[str, str] = {}
+    for name, cells in sorted(per.items()):
+        part = json.loads(json.dumps(head))
+        prov = part.setdefault("provenance", {})
+        if name != ANY_GPU_FILE:
+            prov["label"] = f"{prov.get('label') or 'predictions'}, {name[:-5]}"
+        part.setdefault("run", {})["cells_planned"] = len(cells)
+        out[name] = _compact_doc(part, cells)
+    return out
+
+
+def write_split(matrix: Matrix, folder: str) -> list[str]:
+    """Write :func:`split_by_gpu` of ``matrix`` into ``folder`` (created); the paths written."""
+    from pathlib import Path
+
+    from probe.matrix.io import write_text_atomic
+
+    root = Path(folder)
+    root.mkdir(parents=True, exist_ok=True)
+    doc = json.loads(compact_json(matrix))
+    written = []
+    for name, text in split_by_gpu(doc).items():
+        write_text_atomic(root / name, text)
+        written.append(str(root / name))
+    return written

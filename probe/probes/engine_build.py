@@ -158,10 +158,13 @@ def _precheck(p: AttentionParams | EngineParams, details: dict[str, Any]) -> dic
     attn = p.attention_choice
     if attn and attn != "auto" and attn not in vllm_compat.runtime_attention_backends():
         return skipped(f"attention backend {attn!r} is not in this vLLM's AttentionBackendEnum")
-    if p.fa_version:
-        why = vllm_compat.fa_versions_available().get(p.fa_version)
-        if why:
-            return unsupported(f"FlashAttention {p.fa_version} unavailable here: {why}", details=details)
+    if p.fa_version:  # a FA module that does not import raises ImportError: import_error, not unsupported
+        from probe.probes.attention_layer import fa_unavailable
+
+        refused = fa_unavailable(p.fa_version)
+        if refused is not None:
+            refused["details"].update(details)
+            return refused
     extra = p.extra_engine_args
     missing = unknown_engine_args(extra) if extra else []
     if missing:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from probe.cells import (
@@ -53,7 +53,8 @@ DEFAULT_TP = (1, 2, 4)
 FA_VERSIONS = (2, 3, 4)
 
 MOE_TARGET = "probe.probes.moe:run"
-ATTN_TARGET = "probe.probes.engine:run_attention"
+ATTN_TARGET = "probe.probes.engine:run_attention"  # MLA layouts: a 1-layer engine
+LAYER_TARGET = "probe.probes.attention_layer:run"  # other layouts: the layer in a warm worker
 ENGINE_TARGET = "probe.probes.engine:run"
 IMPORT_TARGET = "probe.probes.imports:run"
 
@@ -61,6 +62,8 @@ MOE_TIMEOUT_S = 300.0
 IMPORT_TIMEOUT_S = 300.0
 ENGINE_TIMEOUT_S = 600.0
 ATTENTION_MEM_GIB = 30.0
+LAYER_TIMEOUT_S = 180.0  # + the runner's --jit-timeout while it compiles
+LAYER_MEM_GIB = 4.0
 ENGINE_MEM_GIB = 40.0
 MULTI_GPU_ENGINE_TIMEOUT_S = 900.0  # one worker process per rank, NCCL / custom all-reduce set-up
 
@@ -270,8 +273,21 @@ def _attention_cells(
                     f"attention/{b}{fa_tag}/h={a['num_heads']}/kv={a['num_kv_heads']}"
                     f"/d={a['head_dim']}{'/mla' if mla else ''}"
                 )
-                out.append(_engine_backed_cell(cid, ATTN_TARGET, params, ATTENTION_MEM_GIB))
+                if mla:
+                    out.append(_engine_backed_cell(cid, ATTN_TARGET, params, ATTENTION_MEM_GIB))
+                else:
+                    out.append(_layer_cell(cid, params, m))
     return out
+
+
+def _layer_cell(cid: str, params: AttentionParams, model: Any) -> CellSpec:
+    """An attention-layer cell (``probe.probes.attention_layer``): no engine, so a warm worker, one per
+    backend (``env``) so no KV-layout / selector state crosses backends; the model's sinks included."""
+    sinks = bool((model.hybrid or {}).get("attention_sinks"))
+    p = replace(params, sinks=True) if sinks else params
+    budget = CellBudget(timeout_s=LAYER_TIMEOUT_S, mem_gib=LAYER_MEM_GIB)
+    env = {"PROBE_ATTN_BACKEND": params.backend}
+    return CellSpec.make(cid + ("/sinks" if sinks else ""), LAYER_TARGET, p, budget, env=env)
 
 
 def engine_parallel_variants(opts: PlanOptions, model: Any) -> list[tuple[int, bool]]:

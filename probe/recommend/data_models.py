@@ -12,7 +12,7 @@ import re
 from importlib import resources
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from probe.catalog.quants import QUANTS, Quant
 from probe.matrix.schema import Cell
@@ -96,22 +96,54 @@ class FlagsData(BaseModel):
         return v
 
 
+class Applies(BaseModel):
+    """What a field report applies to (``probe.recommend.reports``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    gpu_sm: int
+    kind: Literal["moe", "attention", "engine"]
+    backend: str
+    quant: Quant | None = None
+    fa_version: Literal[2, 3, 4] | None = None
+    feature: dict[Literal["head_dim", "attention_sinks", "mla", "tp"], int | bool] = {}
+    models: Literal["any"] | list[str] = Field(default="any", min_length=1)
+
+
+class Report(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    applies: Applies
+    cell: Cell
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Report:
+        c, a = self.cell, self.applies
+        if c.evidence != "reported" or not c.citation or c.gpu_sm is None:
+            raise ValueError(f"{c.id}: a reported cell needs evidence 'reported', a citation and gpu_sm")
+        kind = getattr(c.kind, "value", c.kind)
+        if (a.gpu_sm, a.kind, a.backend, a.quant) != (c.gpu_sm, kind, c.backend, c.quant):
+            raise ValueError(f"{c.id}: 'applies' names another GPU / kind / backend / quant than its cell")
+        if a.models != "any" and c.model not in a.models:
+            raise ValueError(f"{c.id}: 'applies.models' does not name the model it was seen on")
+        return self
+
+
 class ReportedData(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    schema_version: Literal[1]
+    schema_version: Literal[2]
     about: str
-    cells: list[Cell] = Field(min_length=1)
+    reports: list[Report] = Field(min_length=1)
 
-    @field_validator("cells")
+    @property
+    def cells(self) -> list[Cell]:
+        return [r.cell for r in self.reports]
+
+    @field_validator("reports")
     @classmethod
-    def _reported(cls, cells: list[Cell]) -> list[Cell]:
-        ids = [c.id for c in cells]
+    def _unique(cls, reports: list[Report]) -> list[Report]:
+        ids = [r.cell.id for r in reports]
         if len(ids) != len(set(ids)):
             raise ValueError("duplicate reported cell ids")
-        for c in cells:
-            if c.evidence != "reported" or not c.citation or c.gpu_sm is None:
-                raise ValueError(f"{c.id}: a reported cell needs evidence 'reported', a citation and gpu_sm")
-        return cells
+        return reports
 
 
 def _read(name: str) -> Any:

@@ -33,9 +33,13 @@ def packaged_json(name: str) -> Any:
 
 
 def reported_cells() -> list[EvidenceCell]:
-    """The packaged field reports (``probe/data/reported.json``; validated by the test suite)."""
+    """The packaged field reports (``probe/data/reported.json``; validated by the test suite), each
+    cell carrying what it ``applies`` to (:mod:`probe.recommend.reports`)."""
     doc = packaged_json("reported.json")
-    return [EvidenceCell(dict(c), REPORTED_FILE, c.get("vllm_version")) for c in doc.get("cells", [])]
+    return [
+        EvidenceCell({**r["cell"], "applies": r["applies"]}, REPORTED_FILE, r["cell"].get("vllm_version"))
+        for r in doc.get("reports", [])
+    ]
 
 
 def default_matrix_paths() -> list[Path]:
@@ -50,12 +54,22 @@ def default_matrix_paths() -> list[Path]:
     return [repo] if repo.is_dir() else []
 
 
-def json_files(paths: Iterable[Path]) -> list[Path]:
-    """The files named, and the ``*.json`` files under the folders named."""
+_PER_GPU = re.compile(r"^sm_(\d+)\.json$")
+
+
+def per_gpu_sm(path: Path) -> int | None:
+    """The GPU of a per-GPU predictions file (``matrices/predicted/vllm-0.33.0/sm_120.json``), else None."""
+    m = _PER_GPU.match(path.name)
+    return int(m.group(1)) if m else None
+
+
+def json_files(paths: Iterable[Path], sm: int | None = None) -> list[Path]:
+    """The files named, and the ``*.json`` files under the folders named. Per-GPU prediction files
+    found in a folder (``sm_<N>.json``) are kept only when ``sm`` is ``N``."""
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
-            files.extend(sorted(x for x in p.rglob("*.json") if x.is_file()))
+            files.extend(sorted(x for x in p.rglob("*.json") if per_gpu_sm(x) in (None, sm) and x.is_file()))
         elif p.is_file():
             files.append(p)
         else:
@@ -90,6 +104,7 @@ def matrix_cells(doc: dict[str, Any], path: Path, only_sm: int | None = None) ->
     if isinstance(static, dict) and static and not any(c.get("evidence") == "predicted" for c in cells):
         cells = cells + predicted_cell_dicts(static)
     gpu_name = gpu.get("name") if isinstance(gpu, dict) else None
+    count = gpu.get("count") if isinstance(gpu, dict) else None
     out = []
     for c in cells:
         c = dict(c)
@@ -102,20 +117,49 @@ def matrix_cells(doc: dict[str, Any], path: Path, only_sm: int | None = None) ->
                 )
             c["gpu_sm"] = sm
         cell_vllm = c.get("vllm_version") or (vllm if ev == "measured" else None) or static_vllm or vllm
-        out.append(EvidenceCell(c, str(path), cell_vllm, gpu_name))
+        out.append(EvidenceCell(c, str(path), cell_vllm, gpu_name, count if ev == "measured" else None))
     return out
 
 
 def scan_document_cells(doc: dict[str, Any], path: Path) -> list[EvidenceCell]:
-    """Predicted cells of a raw ``probe scan`` / static-predictions table published next to the matrices."""
+    """Predicted cells (basis ``elf_scan``) of a raw ``probe scan`` / static-predictions table published
+    next to the matrices, one per backend, quant variant (``cutlass [fp8]``) and target."""
     pk = doc.get("packages") or doc.get("backend_catalog_reference") or {}
     vm = re.match(r"^\s*(\d+\.\d+\.\d+)", str(pk.get("vllm") or "")) if isinstance(pk, dict) else None
-    return [EvidenceCell(c, str(path), vm.group(1) if vm else None) for c in predicted_cell_dicts(doc)]
+    cells = predicted_cell_dicts(doc, variants=True)
+    return [EvidenceCell({**c, "basis": "elf_scan"}, str(path), vm.group(1) if vm else None) for c in cells]
 
 
-def _read_document(f: Path) -> dict[str, Any]:
+def _other_gpu_head(text: str, only_sm: int | None) -> bool:
+    """A measured matrix of another GPU without a static section, told from the part of the file
+    before its ``"cells"`` (``write_matrix`` puts provenance, run and static first): such a file is
+    not parsed further. Anything unexpected (a fleet, a key order it cannot read) says False."""
+    if only_sm is None:
+        return False
+    i = text.find('"cells":')
+    if i < 0 or i > 200_000:
+        return False
     try:
-        doc = json.loads(f.read_text(encoding="utf-8"))
+        head = json.loads(text[:i].rstrip().rstrip(",") + "}")
+    except json.JSONDecodeError:
+        return False
+    gpu = (head.get("provenance") or {}).get("gpu") if isinstance(head, dict) else None
+    return (
+        head.get("kind", "matrix") == "matrix"
+        and not head.get("static")
+        and isinstance(gpu, dict)
+        and gpu.get("sm") not in (None, only_sm)
+    )
+
+
+def _read_document(f: Path, only_sm: int | None = None) -> dict[str, Any] | None:
+    """The parsed file; None for a measured matrix of another GPU than ``only_sm`` (nothing in it
+    concerns the asked GPU)."""
+    try:
+        text = f.read_text(encoding="utf-8")
+        if _other_gpu_head(text, only_sm):
+            return None
+        doc = json.loads(text)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadInputError(f"{f}: not JSON ({exc})") from exc
     if not isinstance(doc, dict):
@@ -136,14 +180,22 @@ def _matrix_documents(doc: dict[str, Any], f: Path) -> list[Any]:
     return members
 
 
-def load_evidence(paths: Iterable[Path], only_sm: int | None = None) -> LoadedEvidence:
+def load_evidence(
+    paths: Iterable[Path], only_sm: int | None = None, *, gpu_files_only: bool = False, reports: bool = True
+) -> LoadedEvidence:
     """All cells of all matrix / fleet / static-prediction files under ``paths`` plus the packaged
     field reports. With ``only_sm``, matrices measured on another GPU (and holding no static
-    section) are skipped."""
+    section) are skipped, and of the per-GPU prediction files only ``sm_<only_sm>.json`` is read
+    (without ``only_sm``, none). ``gpu_files_only``: only those per-GPU files (the second read,
+    once the GPU of the measured matrix is known)."""
     cells: list[EvidenceCell] = []
     used: list[str] = []
-    for f in json_files(paths):
-        doc = _read_document(f)
+    files = json_files(paths, only_sm)
+    for f in files if not gpu_files_only else [f for f in files if per_gpu_sm(f) is not None]:
+        doc = _read_document(f, only_sm)
+        if doc is None:
+            used.append(str(f))
+            continue
         if is_static_predictions(doc):
             cells.extend(scan_document_cells(doc, f))
         elif "schema_version" not in doc:
@@ -153,5 +205,6 @@ def load_evidence(paths: Iterable[Path], only_sm: int | None = None) -> LoadedEv
             for m in _matrix_documents(doc, f):
                 cells.extend(matrix_cells(m, f, only_sm))
         used.append(str(f))
-    cells.extend(reported_cells())
+    if reports:
+        cells.extend(reported_cells())
     return LoadedEvidence(cells, used)

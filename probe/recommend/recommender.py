@@ -1,29 +1,42 @@
-"""Pick the fastest working MoE x attention pair for a model on a GPU, from the evidence.
+"""Pick the fastest working MoE x attention pair for a model on a GPU, from the best evidence.
 
-Evidence order: ``measured`` cells for the GPU when any exist (field reports only add warnings);
-otherwise static predictions plus field reports (``reported`` cells), and the answer says so.
-The steps: evidence (:mod:`.evidence`) -> relevant cells, choices, pairs, ranking (:mod:`.select`)
--> flags for the vLLM version (:mod:`.flags`) -> warnings (:mod:`.warnings`). This is the fast
-path of ``probe recommend`` (≤ 0.2 s as a whole process): no pydantic.
+Measured engine runs of the model win when there are any. Otherwise each half (MoE, attention)
+answers from the best rung of its own evidence ladder (:mod:`.halves`: measured at this shape ->
+measured at the nearest shape -> vLLM's own check + ELF scan + field reports (:mod:`.verdict`) ->
+field reports), and the two halves combine; each names its basis. The steps: evidence
+(:mod:`.evidence`) -> relevant cells (:mod:`.select`) -> engine pairs or the two halves -> pairs and
+ranking (:mod:`.select`) -> flags for the vLLM version (:mod:`.flags`) -> warnings
+(:mod:`.warnings`). This is the fast path of ``probe recommend`` (≤ 0.2 s as a whole process): no
+pydantic.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from probe.catalog import models as catalog_models
 from probe.catalog.gpus import parse_target
 from probe.catalog.profile import ModelProfile
 from probe.errors import UsageError
-from probe.recommend import select
+from probe.recommend import halves, reports, select, verdict
 from probe.recommend import warnings as warn
 from probe.recommend.evidence import default_matrix_paths, load_evidence
 from probe.recommend.flags import engine_arg_flags, flags_data, spell_flags
-from probe.recommend.types import EvidenceCell, LoadedEvidence, Pair, Recommendation, Request, args_key
+from probe.recommend.halves import Half
+from probe.recommend.types import (
+    Choice,
+    EvidenceCell,
+    LoadedEvidence,
+    Pair,
+    Recommendation,
+    Request,
+    args_key,
+    unique_cells,
+)
 
 if TYPE_CHECKING:
-    from probe.recommend.types import EvidenceEntry, RunnerUp, Speed
+    from probe.recommend.types import EvidenceEntry, HalfBasis, RunnerUp, Speed
 
 
 def model_profile(model: str, quant: str | None) -> ModelProfile:
@@ -61,8 +74,8 @@ def target_gpu(gpu: str | None, cells: list[EvidenceCell], paths: list[Path]) ->
     )
 
 
-def cited(c: EvidenceCell, role: str) -> EvidenceEntry:
-    """A cell as the answer cites it."""
+def cited(c: EvidenceCell, role: str, note: str | None = None) -> EvidenceEntry:
+    """A cell as the answer cites it (``note``: how it reaches this model)."""
     return {
         "role": role,
         "id": c.cell["id"],
@@ -73,7 +86,14 @@ def cited(c: EvidenceCell, role: str) -> EvidenceEntry:
         "root_cause": c.get("root_cause"),
         "degraded": bool(c.get("degraded")),
         "timings": c.get("timings") or {},
+        "note": note,
     }
+
+
+def _where(c: EvidenceCell) -> str | None:
+    """vLLM's file:line of an oracle refusal."""
+    d = c.get("details") or {}
+    return f"{d['file']}:{d['line']}" if c.get("basis") == "vllm_check" and d.get("file") else None
 
 
 def _vllm_of(best: Pair, mine: list[EvidenceCell]) -> str | None:
@@ -85,11 +105,22 @@ def _vllm_of(best: Pair, mine: list[EvidenceCell]) -> str | None:
     )
 
 
-def _cited_evidence(best: Pair, rel: select.Relevant) -> list[EvidenceEntry]:
+def _note(c: EvidenceCell, req: Request, chosen: dict[str, Choice]) -> str | None:
+    if c.evidence == "reported":
+        return reports.scope(c, req)
+    choice = chosen.get("attention" if c.kind == "attention" else "moe")
+    if choice is not None and c in choice.ok_cells and choice.note:
+        return choice.note
+    return _where(c)
+
+
+def _cited_evidence(
+    best: Pair, req: Request, ruled: list[EvidenceCell], chosen: dict[str, Choice]
+) -> list[EvidenceEntry]:
     """The chosen cells, then the failures of other backends that ruled them out."""
     roles = {"moe": "moe", "attention": "attention"}
-    ev = [cited(c, roles.get(c.kind, "engine")) for c in best.cells]
-    return ev + [cited(c, "ruled_out") for c in rel.all if c.failed and c not in best.cells]
+    ev = [cited(c, roles.get(c.kind, "engine"), _note(c, req, chosen)) for c in best.cells]
+    return ev + [cited(c, "ruled_out", _note(c, req, chosen)) for c in ruled if c not in best.cells]
 
 
 def _comparison(best: Pair, runner: Pair | None) -> tuple[RunnerUp | None, Speed | None]:
@@ -113,26 +144,90 @@ def _comparison(best: Pair, runner: Pair | None) -> tuple[RunnerUp | None, Speed
     return label, speed
 
 
-def _candidate_pairs(rel: select.Relevant, req: Request, basis: str) -> list[Pair]:
-    """Engine runs that worked, else every working MoE x attention combination; minus failed pairs."""
+def _engine_pairs(rel: select.Relevant, req: Request, basis: str, warnings: list[str]) -> list[Pair]:
+    """Engine runs of this model that worked (minus failed ones); with ``--tp N`` > 1, runs at TP=N
+    first, else the single-GPU runs (TP emulated, said in a warning)."""
     failed = select.failed_pair_keys(rel.engine, basis)
     pairs = [
         p
         for p in select.engine_pairs(rel.engine, req, basis)
         if (p.moe, p.attn, args_key(p.args)) not in failed
     ]
-    if pairs:
-        return pairs
-    moe = select.choices(rel.moe, "moe_backend", "forward_ms_b1", basis) if req.experts else []
-    attention = select.choices(rel.attention, "attention_backend", "decode_ms", basis)
-    return select.kernel_pairs(moe, attention, req, failed)
+    if req.tp and req.tp > 1 and basis == "measured":
+        at_tp = [p for p in pairs if p.cells[0].get("tp") == req.tp]
+        if at_tp:
+            return at_tp
+        warnings.append(
+            f"no TP={req.tp} engine run of {req.name} on sm_{req.sm}: the answer is emulated from "
+            f"single-GPU evidence (MoE kernels at I/{req.tp} per shard, attention per GPU)"
+        )
+    return pairs
 
 
-def _answer(base: Recommendation, req: Request, mine: list[EvidenceCell], rel: select.Relevant,
-            pairs: list[Pair], basis: str, warnings: list[str]) -> Recommendation:  # fmt: skip
+def _gpu_count_warnings(best: Pair, req: Request) -> list[str]:
+    counts = sorted({c.gpu_count for c in best.cells if c.gpu_count})
+    if not req.tp or not counts or counts[0] >= req.tp:
+        return []
+    return [
+        f"the evidence came from a run on {counts[0]} GPU(s) (provenance.gpu.count), fewer than --tp {req.tp}"
+    ]
+
+
+def _chosen(best: Pair, moe: Half | None, attn: Half | None) -> dict[str, Choice]:
+    out: dict[str, Choice] = {}
+    m = next((c for c in moe.choices if c.backend == best.moe), None) if moe else None
+    a = (
+        next((c for c in attn.choices if (c.backend, c.fa_version) == (best.attn, best.fa)), None)
+        if attn
+        else None
+    )
+    if m is not None:
+        out["moe"] = m
+    if a is not None:
+        out["attention"] = a
+    return out
+
+
+def _halves(best: Pair, chosen: dict[str, Choice]) -> dict[str, HalfBasis]:
+    """Each half's basis, in words: the rung of the ladder its backend came from."""
+    if not chosen:  # an engine run: both halves seen together
+        ev = "measured" if any(c.evidence == "measured" for c in best.cells) else "reported"
+        text = f"{ev} end to end (engine run of this model)"
+        both: dict[str, HalfBasis] = {"attention": {"backend": best.attn, "basis": ev, "text": text}}
+        if best.moe:
+            both["moe"] = {"backend": best.moe, "basis": ev, "text": text}
+        return both
+    words = {"measured": "measured at this model's shape"}
+    return {
+        role: {"backend": c.backend, "basis": c.basis, "text": c.note or words.get(c.basis, c.basis)}
+        for role, c in chosen.items()
+    }
+
+
+def _overall(halves: dict[str, HalfBasis]) -> str:
+    kinds = {h["basis"].split("_")[0] for h in halves.values()}
+    if kinds == {"measured"}:
+        return "measured"
+    return "measured+predicted" if "measured" in kinds else "predicted+reported"
+
+
+class _Ladder(NamedTuple):
+    moe: Half | None
+    attn: Half | None
+    ruled: list[EvidenceCell]
+
+
+def _answer(
+    base: Recommendation,
+    req: Request,
+    mine: list[EvidenceCell],
+    ladder: _Ladder,
+    pairs: list[Pair],
+    warnings: list[str],
+) -> Recommendation:
     """The recommendation for the best-ranked pair, with flags, evidence, runner-up and warnings."""
     fd = flags_data()
-    prefs = select.Preferences.of(fd, req)
+    prefs = _preferences(fd, req, mine)
     pairs = sorted(pairs, key=lambda p: select.pair_rank(p, prefs))
     best = pairs[0]
     vllm = _vllm_of(best, mine)
@@ -140,10 +235,15 @@ def _answer(base: Recommendation, req: Request, mine: list[EvidenceCell], rel: s
         warnings.append(f"no vLLM version recorded; flags are spelled for vLLM {fd['latest_known']}")
     args, env, flag_warnings = spell_flags(best.moe, best.attn, best.fa, req.quant, vllm)
     runner, speed = _comparison(best, select.runner_up(pairs))
-    warnings += flag_warnings + warn.predictions_and_reports(mine, best, req.sm)
-    warnings += warn.disagreeing_reports(mine, best, rel, basis) + warn.other_model_reports(mine, best, req)
-    warnings += warn.degraded(best)
+    chosen = _chosen(best, ladder.moe, ladder.attn)
+    halves = _halves(best, chosen)
+    warnings += flag_warnings + warn.predictions_and_reports(mine, best, req)
+    warnings += warn.disagreeing_reports(mine, best, ladder.ruled, req)
+    warnings += (
+        warn.other_model_reports(mine, best, req) + warn.degraded(best) + _gpu_count_warnings(best, req)
+    )
     return base._replace(
+        basis=_overall(halves),
         moe_backend=best.moe,
         attention_backend=best.attn,
         fa_version=best.fa,
@@ -152,11 +252,39 @@ def _answer(base: Recommendation, req: Request, mine: list[EvidenceCell], rel: s
         flags_for_vllm=vllm or fd["latest_known"],
         flags=args + engine_arg_flags(best.args),
         env=env,
-        evidence=_cited_evidence(best, rel),
+        evidence=_cited_evidence(best, req, ladder.ruled, chosen),
         speed=speed,
         runner_up=runner,
+        halves=halves,
         warnings=list(dict.fromkeys(warnings)),
     )
+
+
+def _preferences(fd: dict[str, Any], req: Request, mine: list[EvidenceCell]) -> select.Preferences:
+    """vLLM's own auto order, with what its ``auto`` picks for this model here (the oracle) first."""
+    prefs = select.Preferences.of(fd, req)
+    moe = verdict.auto_pick(verdict.oracle_cells(mine, req, "moe"))
+    attn = verdict.auto_pick(verdict.oracle_cells(mine, req, "attention"))
+    return prefs._replace(
+        moe_order=([moe] if moe else []) + prefs.moe_order,
+        attention_order=([attn] if attn else []) + prefs.attention_order,
+    )
+
+
+def _nothing_works(
+    base: Recommendation, req: Request, rel: select.Relevant, ladder: _Ladder, warnings: list[str]
+) -> Recommendation:
+    """Exit 3: no backend works for a half, with the evidence that ruled each one out."""
+    failed = ladder.ruled
+    evidence = [cited(c, "failed", _where(c) or reports.scope(c, req)) for c in failed][:40]
+    empty = [h.role for h in (ladder.moe, ladder.attn) if h is not None and not h.choices]
+    what = " and ".join(f"no working {r} backend" for r in empty) or "no working pair"
+    text = (
+        f"{what} for {req.name} ({req.quant}) on sm_{req.sm}"
+        if rel.all or failed
+        else warn.nothing_works(rel, req)
+    )
+    return base._replace(evidence=evidence, warnings=[*warnings, text])
 
 
 def recommend(
@@ -175,33 +303,73 @@ def recommend(
     """
     prof = model_profile(model, quant)
     paths = matrices if matrices is not None else default_matrix_paths()
-    if loaded is None:
-        loaded = load_evidence(paths, parse_target(gpu).sm if gpu else None)
-    sm, gpu_name = target_gpu(gpu, loaded.cells, paths)
+    loaded, sm, gpu_name = _evidence(paths, gpu, loaded)
     req = Request.of(prof, prof.quant, tp, sm)
-    mine = [c for c in loaded.cells if c.get("gpu_sm") == sm]
-    basis = "measured" if any(c.evidence == "measured" for c in mine) else "fallback"
-    rel = select.relevant_cells(mine, req, flags_data())
+    mine = _mine(loaded.cells, req)
+    measured_here = any(c.evidence == "measured" for c in mine)
+    basis = "measured" if measured_here else "fallback"
+    fd = flags_data()
+    rel = select.relevant_cells(mine, req, fd)
     base = Recommendation(
         model=prof.name,
         quant=prof.quant,
         gpu=f"sm_{sm}",
         gpu_name=gpu_name,
-        basis="measured" if basis == "measured" else "predicted+reported",
-        notes=[] if basis == "measured" else [_fallback_note(sm)],
+        basis="measured" if measured_here else "predicted+reported",
+        notes=[] if measured_here else [_fallback_note(sm)],
         matrices=loaded.files,
     )
-    warnings = warn.no_moe_shape(rel, req) if basis == "measured" else []
-    warnings += warn.every_engine_run_failed(rel, req)
-    pairs = _candidate_pairs(rel, req, basis)
+    warnings = warn.every_engine_run_failed(rel, req)
+    pairs = _engine_pairs(rel, req, basis, warnings)
+    if pairs:
+        ruled = [c for c in rel.all if c.failed and c.evidence != "predicted"]
+        return _answer(base, req, mine, _Ladder(None, None, ruled), pairs, warnings)
+    moe = halves.half(rel, mine, req, "moe", fd) if req.experts else None
+    attn = halves.half(rel, mine, req, "attention", fd)
+    ruled = [c for h in (moe, attn) if h is not None for c in h.ruled_out]
+    ruled = unique_cells(ruled + [c for c in rel.all if c.failed and c.evidence != "predicted"])
+    ladder = _Ladder(moe, attn, ruled)
+    if measured_here and moe is not None and moe.basis != "measured":
+        warnings += warn.no_moe_shape(rel, req)
+    failed = select.failed_pair_keys(rel.engine, basis)
+    pairs = select.kernel_pairs(moe.choices if moe else [], attn.choices, req, failed)
     if not pairs:
-        failed = [cited(c, "failed") for c in rel.all if c.failed][:20]
-        return base._replace(evidence=failed, warnings=[*warnings, warn.nothing_works(rel, req)])
-    return _answer(base, req, mine, rel, pairs, basis, warnings)
+        return _nothing_works(base, req, rel, ladder, warnings)
+    return _answer(base, req, mine, ladder, pairs, warnings)
+
+
+def _mine(cells: list[EvidenceCell], req: Request) -> list[EvidenceCell]:
+    """The cells about the asked GPU; of vLLM's own checks, only those about this model."""
+    out = []
+    for c in cells:
+        d = c.cell
+        if d.get("gpu_sm") != req.sm:
+            continue
+        if d.get("basis") == "vllm_check" and not req.is_model(d.get("model")):
+            continue
+        out.append(c)
+    return out
+
+
+def _evidence(
+    paths: list[Path], gpu: str | None, loaded: LoadedEvidence | None
+) -> tuple[LoadedEvidence, int, str]:
+    """The evidence and the GPU: with ``--gpu``, only that GPU's prediction files are read; without
+    it, the GPU comes from the measured matrices and its prediction files are read next."""
+    if loaded is not None:
+        return (loaded, *target_gpu(gpu, loaded.cells, paths))
+    asked = parse_target(gpu).sm if gpu else None
+    loaded = load_evidence(paths, asked)
+    sm, name = target_gpu(gpu, loaded.cells, paths)
+    if asked is None:
+        more = load_evidence(paths, sm, gpu_files_only=True, reports=False)
+        loaded = LoadedEvidence(loaded.cells + more.cells, loaded.files + more.files)
+    return loaded, sm, name
 
 
 def _fallback_note(sm: int) -> str:
     return (
-        f"No measured matrix for sm_{sm}: this answer comes from static predictions and field "
-        "reports, not from a run on this GPU. Run `probe run` on the GPU for measured evidence."
+        f"No measured matrix for sm_{sm}: this answer comes from vLLM's own selection checks, static "
+        "predictions and field reports, not from a run on this GPU. Run `probe run` on the GPU for "
+        "measured evidence."
     )

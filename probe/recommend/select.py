@@ -5,6 +5,7 @@ MoE x attention pairs, and the order pairs are ranked in (:class:`PairRank`)."""
 
 from typing import Any, NamedTuple
 
+from probe.recommend import reports
 from probe.recommend.types import (
     EVIDENCE_RANK,
     ArgsKey,
@@ -53,12 +54,16 @@ def _predicted_moe_relevant(c: EvidenceCell, req: Request, flags: dict[str, Any]
 def moe_relevant(c: EvidenceCell, req: Request, flags: dict[str, Any]) -> bool:
     """A MoE cell at this model's shape and quant (or shape-free), or an engine run naming only the
     MoE backend."""
+    if c.get("applies"):  # a field report says itself what it applies to
+        return c.kind in ("moe", "engine") and bool(req.experts) and _report_fits(c, req, "moe")
     if c.kind == "engine" and c.get("moe_backend") and not c.get("attention_backend") and req.experts:
         return engine_relevant(c, req)
     if c.kind != "moe" or not req.experts:
         return False
     if c.get("model") and not req.is_model(c.get("model")):
         return False
+    if c.get("basis") == "vllm_check":  # vLLM's own check, for this model: its quant and TP
+        return c.get("quant") == req.quant and c.get("tp") in (None, req.tp or 1)
     if c.evidence == "predicted":
         return _predicted_moe_relevant(c, req, flags)
     if not _quant_ok(c.get("quant"), req.quant):
@@ -71,9 +76,20 @@ def moe_relevant(c: EvidenceCell, req: Request, flags: dict[str, Any]) -> bool:
     return shard_tp is not None and (req.tp is None or shard_tp == req.tp)
 
 
+def _report_fits(c: EvidenceCell, req: Request, role: str) -> bool:
+    if c.kind == "engine":
+        only_moe = c.get("moe_backend") and not c.get("attention_backend")
+        return role == "moe" and bool(only_moe) and reports.relevant(c, req)
+    return reports.relevant(c, req)
+
+
 def attention_relevant(c: EvidenceCell, req: Request) -> bool:
     if c.kind != "attention":
         return False
+    if c.get("applies"):
+        return reports.relevant(c, req)
+    if c.get("basis") == "vllm_check":
+        return req.is_model(c.get("model"))
     backend = str(c.get("attention_backend") or c.get("backend") or "")
     if ("MLA" in backend.upper()) != req.mla:
         return False
@@ -85,6 +101,8 @@ def attention_relevant(c: EvidenceCell, req: Request) -> bool:
 
 
 def engine_relevant(c: EvidenceCell, req: Request) -> bool:
+    if c.get("applies"):
+        return c.kind == "engine" and _quant_ok(c.get("quant"), req.quant) and reports.relevant(c, req)
     return (
         c.kind == "engine"
         and req.is_model(c.get("model"))

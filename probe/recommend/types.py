@@ -26,6 +26,12 @@ if TYPE_CHECKING:  # JSON shapes of the answer: for the type checker only (no cl
         root_cause: str | None
         degraded: bool
         timings: dict[str, float]
+        note: str | None
+
+    class HalfBasis(TypedDict):
+        backend: str | None
+        basis: str
+        text: str
 
     class Speed(TypedDict):
         metric: str
@@ -51,6 +57,7 @@ class EvidenceCell(NamedTuple):
     source: str  # the file it was read from (``probe/data/reported.json`` for field reports)
     vllm: str | None  # the vLLM version the cell speaks of (for spelling the flags)
     gpu_name: str | None = None  # the GPU name of its matrix's provenance
+    gpu_count: int | None = None  # how many GPUs its matrix's run had (provenance.gpu.count)
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.cell.get(key, default)
@@ -74,6 +81,18 @@ class EvidenceCell(NamedTuple):
     @property
     def rank(self) -> int:
         return EVIDENCE_RANK[self.evidence]
+
+
+def unique_cells(cells: "list[EvidenceCell]") -> "list[EvidenceCell]":
+    """The cells without repeats (the same cell of the same file), in order."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for c in cells:
+        k = (c.source, str(c.cell.get("id")))
+        if k not in seen:
+            seen.add(k)
+            out.append(c)
+    return out
 
 
 class LoadedEvidence(NamedTuple):
@@ -134,6 +153,12 @@ class Choice(NamedTuple):
     bad_cells: list[EvidenceCell]
     ms: float | None  # best timing of the working cells (forward_ms_b1 / decode_ms)
     tps: float | None = None  # best tokens_per_s of end-to-end runs naming the backend
+    basis: str = (
+        "measured"  # the rung of the evidence ladder: measured / measured_nearest / predicted / reported
+    )
+    note: str = (
+        ""  # how the evidence reaches this model (nearest shape, vLLM's check, a field report's scope)
+    )
 
 
 ArgsKey = tuple[tuple[str, str], ...]
@@ -182,7 +207,7 @@ class Recommendation(NamedTuple):
     quant: str
     gpu: str
     gpu_name: str
-    basis: str  # 'measured' or 'predicted+reported'
+    basis: str  # 'measured', 'predicted+reported', or 'measured+predicted' (halves on different rungs)
     moe_backend: str | None = None
     attention_backend: str | None = None
     fa_version: int | None = None
@@ -194,6 +219,7 @@ class Recommendation(NamedTuple):
     evidence: "list[EvidenceEntry]" = []
     speed: "Speed | None" = None
     runner_up: "RunnerUp | None" = None
+    halves: "dict[str, HalfBasis]" = {}  # 'moe' / 'attention' -> the chosen backend's evidence basis
     warnings: list[str] = []
     notes: list[str] = []
     matrices: list[str] = []

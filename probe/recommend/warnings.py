@@ -7,6 +7,7 @@ from pathlib import Path
 
 from probe.recommend.select import Relevant
 from probe.recommend.types import EvidenceCell, Pair, Request
+from probe.recommend.verdict import scan_cell
 
 
 def no_moe_shape(rel: Relevant, req: Request) -> list[str]:
@@ -44,12 +45,9 @@ def _fa_failed(c: EvidenceCell) -> bool:
 
 
 def _static_prediction(c: EvidenceCell, best: Pair, sm: int) -> list[str]:
-    """Warnings from one predicted cell about the chosen pair on this GPU."""
+    """Warnings from the ELF scan's cell of a chosen backend on this GPU."""
     out: list[str] = []
-    chosen = (best.moe and c.get("moe_backend") == best.moe) or (
-        c.get("attention_backend") == best.attn and c.get("fa_version") in (None, best.fa)
-    )
-    if chosen and c.failed:
+    if c.failed:
         out.append(
             f"the static scan ({Path(c.source).name}) predicts {c.get('backend')} "
             f"{c.get('outcome')} on sm_{sm}: {str(c.get('root_cause'))[:160]} — the evidence above came "
@@ -62,37 +60,44 @@ def _static_prediction(c: EvidenceCell, best: Pair, sm: int) -> list[str]:
             + (f" ({via})" if via else "")
             + ": first start is slower and needs a driver that knows the PTX ISA"
         )
-    if _fa_failed(c):
-        what = "has no code for" if c.get("outcome") == "no_kernel_image" else "cannot run on"
-        out.append(f"FA{c.get('fa_version')} {what} sm_{sm}: {c.get('root_cause')}")
     return out
 
 
-def predictions_and_reports(mine: list[EvidenceCell], best: Pair, sm: int) -> list[str]:
-    """Static predictions against the chosen pair, and FlashAttention failures in field reports."""
+def predictions_and_reports(mine: list[EvidenceCell], best: Pair, req: Request) -> list[str]:
+    """The ELF scan against the chosen pair (its quant's variant), and FlashAttention failures in
+    the scan and in field reports."""
     out: list[str] = []
+    chosen = [("attention", best.attn, best.fa)] + ([("moe", best.moe, None)] if best.moe else [])
+    for role, backend, fa in chosen:
+        c = scan_cell(mine, req, role, backend, fa)
+        if c is not None:
+            out += _static_prediction(c, best, req.sm)
     for c in mine:
+        if not _fa_failed(c) or c.get("fa_version") == best.fa or c.get("basis") == "vllm_check":
+            continue
         if c.evidence == "reported":
-            if _fa_failed(c):
-                out.append(
-                    f"FA{c.get('fa_version')} {c.get('outcome')} on sm_{sm} in a field report: "
-                    f"{c.get('root_cause')}"
-                )
-        elif c.evidence != "measured":
-            out += _static_prediction(c, best, sm)
+            out.append(
+                f"FA{c.get('fa_version')} {c.get('outcome')} on sm_{req.sm} in a field report: "
+                f"{c.get('root_cause')}"
+            )
+        elif c.evidence == "predicted":
+            what = "has no code for" if c.get("outcome") == "no_kernel_image" else "cannot run on"
+            out.append(f"FA{c.get('fa_version')} {what} sm_{req.sm}: {c.get('root_cause')}")
     return out
 
 
-def disagreeing_reports(mine: list[EvidenceCell], best: Pair, rel: Relevant, basis: str) -> list[str]:
+def disagreeing_reports(
+    mine: list[EvidenceCell], best: Pair, relevant: list[EvidenceCell], req: Request
+) -> list[str]:
     """Field reports of a failure of the chosen backends, where measurements say they work."""
     out: list[str] = []
-    relevant = rel.all
+    if not any(c.evidence == "measured" for c in best.cells):
+        return out
     for c in mine:
         same_attn = c.get("attention_backend") == best.attn and c.get("fa_version") in (None, best.fa)
         if (
             c.evidence == "reported"
             and c.failed
-            and basis == "measured"
             and (c.get("moe_backend") == best.moe or same_attn)
             and c in relevant
         ):
@@ -111,6 +116,7 @@ def other_model_reports(mine: list[EvidenceCell], best: Pair, req: Request) -> l
             c.evidence == "reported"
             and c.failed
             and c.get("model")
+            and not c.get("applies")
             and not req.is_model(c.get("model"))
             and c.get("quant") in (None, req.quant)
             and ((best.moe and c.get("moe_backend") == best.moe) or c.get("attention_backend") == best.attn)

@@ -33,3 +33,5 @@ class RunnerConfig:
     #: directory of the cross-process GPU timing lock (``probe.sandbox.gpulock``); ``run_cells``
     #: makes a private one when ``jobs`` > 1 and none is given
     gpu_lock_dir: str | None = None
+    #: extra seconds a cell may spend JIT-compiling beyond its own limit (``probe.sandbox.jit``); 0: none
+    jit_timeout_s: float = 1200.0

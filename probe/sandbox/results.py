@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from probe.sandbox.classify import Verdict
 
 _OOM_HINT = "lower the probe's memory (gpu_memory_utilization / batch) or run with fewer -j"
+_JIT_HINT = (
+    "a JIT build outlived the compile budget: raise --jit-timeout, or compile first (probe run --warm-jit)"
+)
 
 # Folders (and files) holding probe's own cell code: an exception raised there (innermost traceback
 # frame) is most likely a probe bug, not a backend failure: the sandbox, the probes, and the cell
@@ -210,6 +213,12 @@ def build_result(spec: CellSpec, run: CellRun, worker: WorkerKind, excerpt_chars
     details = _details(run, report, worker, probe_bug_at)
     details.update(_gpu_details(run, spec.budget.gpus))
     hint = _probe_bug_hint(probe_bug_at, hint)
+    phase = report.phase or run.phase or verdict.phase
+    if run.jit is not None:  # compile time, and "stopped while JIT-compiling ..." instead of a bare hang
+        details.update(run.jit.details())
+        jit_cause = run.jit.stopped_cause() if run.timed_out and outcome is Outcome.TIMEOUT else None
+        if jit_cause:
+            root_cause, hint, phase = jit_cause, _JIT_HINT, "jit"
     if verdict.line_number is not None:
         details["root_cause_line"] = verdict.line_number
     return CellResult(
@@ -219,7 +228,7 @@ def build_result(spec: CellSpec, run: CellRun, worker: WorkerKind, excerpt_chars
         outcome=outcome,
         degraded=report.degraded or verdict.degraded,
         degraded_reasons=list(dict.fromkeys(reasons)),
-        phase=report.phase or run.phase or verdict.phase,
+        phase=phase,
         root_cause=root_cause,
         hint=hint,
         exit_code=run.exit_code if run.done is None or worker == "isolated" else None,

@@ -31,6 +31,7 @@ from probe.sandbox import gpu_procs, gpulock, procs
 from probe.sandbox.capture import HeadTail
 from probe.sandbox.config import RunnerConfig
 from probe.sandbox.grant import CellGrant
+from probe.sandbox.jit import CompileWatch
 from probe.sandbox.memory import GIB, read_meminfo
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,8 @@ class CellRun:
     stopped: bool = False
     #: the child tree's pids at the last sample (what a "still compiling?" check would look at)
     tree_pids: list[int] = field(default_factory=list)
+    #: compile activity of the cell (``--jit-timeout`` > 0): stretches its deadline while it compiles
+    jit: CompileWatch | None = None
     #: every pid seen in the tree while the cell ran, and the after-teardown GPU check (gpu_procs)
     seen_pids: set[int] = field(default_factory=set)
     gpu_check: gpu_procs.GpuCheck | None = None
@@ -71,8 +74,13 @@ def cell_timed_out(run: CellRun, budget: CellBudget, now: float, deadline: float
     """The single place the runner decides that a cell has hung: ``now`` (monotonic) is past its
     ``deadline`` (start + the cell's or ``--timeout``'s limit). ``run`` carries the last phase, notes
     and the child tree's pids, ``budget`` the cell's own limits: a check whether the child is still
-    compiling (a JIT budget) belongs here, and nowhere else."""
-    return now >= deadline
+    compiling (a JIT budget) belongs here, and nowhere else: while the child compiles (compiler
+    processes in its tree, JIT lines in its output) its deadline moves by the compile time, up to
+    ``--jit-timeout``."""
+    if run.jit is None:
+        return now >= deadline
+    run.jit.update(run.tree_pids, run.capture, now)
+    return now >= run.jit.deadline(deadline)
 
 
 def _child_env(cfg: RunnerConfig, env: dict[str, str], token: str) -> dict[str, str]:
@@ -245,6 +253,8 @@ class WorkerProc:
             phase=None if self.ready else "startup",
             started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )
+        if self.cfg.jit_timeout_s > 0:
+            run.jit = CompileWatch(jit_timeout_s=self.cfg.jit_timeout_s)
         t0 = time.monotonic()
         sent = self._send(self._run_message(spec, params, grant, cell_token))
         if sent and self.kind == "isolated":
@@ -300,7 +310,8 @@ class WorkerProc:
                 run.mem_kill = _mem_kill_reason(rss, grant)
                 if run.mem_kill:
                     return
-            wait = max(0.0, min(deadline - now, next_sample - now, self.cfg.sample_interval_s))
+            # not capped by the deadline: a compiling cell's deadline moves (cell_timed_out decides)
+            wait = max(0.0, min(next_sample - now, self.cfg.sample_interval_s))
             for key, _ in self.sel.select(timeout=wait):
                 if key.data == "out":
                     self._read_out(run.capture)

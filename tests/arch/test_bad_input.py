@@ -27,7 +27,8 @@ def _bad_tree(tmp: Path, cuda_fixtures) -> dict[str, str]:
     i = corrupt.find(b"\x50\xed\x55\xba\x01\x00\x10\x00")
     corrupt[i + 16 : i + 24] = b"\xff" * 8  # first entry header destroyed
     (tmp / "corrupt_fatbin.so").write_bytes(bytes(corrupt))
-    (tmp / "text.so").write_text("INPUT ( libfoo.so.1 )\n")  # a linker script, not ELF
+    (tmp / "text.so").write_text("INPUT ( libfoo.so.1 )\n")  # a linker script: skipped, no error
+    (tmp / "text.cubin").write_text("INPUT ( libfoo.so.1 )\n")  # a cubin that is not one
     (tmp / "elf32.so").write_bytes(b"\x7fELF\x01\x01\x01" + b"\0" * 100)
     (tmp / "empty.so").write_bytes(b"")
     (tmp / "cut.cubin").write_bytes(cuda_fixtures.path("sm_90a.cubin").read_bytes()[:200])
@@ -43,7 +44,7 @@ def _bad_tree(tmp: Path, cuda_fixtures) -> dict[str, str]:
         "truncated.so": "truncated",
         "cut.fatbin": "truncated",
         "corrupt_fatbin.so": "bad header size",
-        "text.so": "not an ELF file",
+        "text.cubin": "not an ELF file",
         "elf32.so": "32-bit",
         "empty.so": "empty file",
         "cut.cubin": "",
@@ -66,6 +67,7 @@ def test_every_bad_file_gets_a_record(tmp_path, cuda_fixtures):
         assert by_name[name].error, name
         assert fragment in by_name[name].error, (name, by_name[name].error)
     assert "dir.so" not in by_name  # a folder named *.so is walked into, not scanned
+    assert by_name["text.so"].kind == "other" and by_name["text.so"].error is None
     s = summarize(files)
     assert s.errors == len(expected) and s.with_device_code >= 1
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from probe.arch.image import is_image, scan_image
-from probe.arch.records import FileRecord
+from probe.arch.records import Environment, FileRecord
 from probe.arch.scan import scan_paths
 from probe.errors import UsageError
 from tests.arch import synth
@@ -25,6 +25,11 @@ from tests.arch.image_build import (
 )
 
 SITE = "usr/lib/python3.12/site-packages"
+LD_SCRIPT = (
+    b"/* GNU ld script\n   Use the shared library, but some functions are only in\n"
+    b"   the static library, so try that secondarily.  */\nOUTPUT_FORMAT(elf64-x86-64)\n"
+    b"GROUP ( /lib/x86_64-linux-gnu/libc.so.6 /usr/lib/x86_64-linux-gnu/libc_nonshared.a )\n"
+)
 
 
 def big_host_elf() -> bytes:
@@ -42,6 +47,7 @@ def layer_members(fx: Path) -> list[list[tuple]]:
         ("usr/", "/"),
         ("usr/lib/x86_64-linux-gnu/libnone.so.1", fx / "none.so"),
         ("usr/lib/x86_64-linux-gnu/libnone.so", "->", "libnone.so.1"),
+        ("usr/lib/x86_64-linux-gnu/libc.so", LD_SCRIPT),  # libc6-dev's: text, not ELF
         ("usr/local/cuda/lib64/sm_75.cubin", fx / "sm_75.cubin"),
         ("opt/gone/old.so", fx / "multi.so"),
         ("opt/keep/rdc.so", fx / "rdc.so"),
@@ -53,6 +59,9 @@ def layer_members(fx: Path) -> list[list[tuple]]:
         (f"{SITE}/pkgx/k.cubin", fx / "sm_90a.cubin"),
         (f"{SITE}/pkgx/big.so", big_host_elf()),
         (f"{SITE}/pkgx/linker.so", b"/* GNU ld script */ INPUT(libfoo.so)\n"),
+        (f"{SITE}/pkgx/cut.so", (fx / "multi.so").read_bytes()[:3000]),  # a truncated real ELF
+        (f"{SITE}/plain/k.so", fx / "multi.so"),  # no RECORD line: package and version by name
+        (f"{SITE}/plain-4.5.dist-info/METADATA", b"Name: plain\n"),
         (f"{SITE}/pkgx/kernels.ptx", fx / "k110a.ptx"),
         (f"{SITE}/pkgx/default.fatbin", fx / "default.fatbin"),
         (f"{SITE}/pkgx_dist-1.2.3.dist-info/RECORD", record.encode()),
@@ -91,6 +100,7 @@ def arches(files: list[FileRecord], strip: str) -> dict[str, tuple]:
         out[rel] = (
             f.kind,
             f.package,
+            f.package_version,
             f.error,
             f.containers,
             sorted((e.section, e.kind, e.arch) for e in f.entries),
@@ -128,16 +138,22 @@ def test_same_as_unpacked(tmp_path: Path, fx: Path, fmt: str, compression: str |
         and "opt/gone/old.so" not in got
         and "opt/keep/old2.so" not in got
     )
-    assert got["usr/local/cuda/lib64/sm_100f.cubin"][4] == [("cubin", "sass", "sm_100f")]
-    assert got[f"{SITE}/pkgx/k.cubin"][4] == [("cubin", "sass", "sm_120")]
-    assert got[f"{SITE}/pkgx/_C.abi3.so"][1] == "pkgx-dist"
-    assert got[f"{SITE}/pkgx/big.so"][4] == [
+    assert got["usr/local/cuda/lib64/sm_100f.cubin"][5] == [("cubin", "sass", "sm_100f")]
+    assert got[f"{SITE}/pkgx/k.cubin"][5] == [("cubin", "sass", "sm_120")]
+    assert got[f"{SITE}/pkgx/_C.abi3.so"][1:3] == ("pkgx-dist", "1.2.3")
+    assert got[f"{SITE}/plain/k.so"][1:3] == ("plain", "4.5")
+    assert got[f"{SITE}/other/new.so"][1:3] == ("other", None)  # no other-*.dist-info
+    assert got["usr/local/cuda/lib64/sm_75.cubin"][1:3] == (None, None)
+    assert got[f"{SITE}/pkgx/big.so"][5] == [
         (".nv_fatbin", "ptx", "compute_80"),
         (".nv_fatbin", "sass", "sm_90"),
     ]
-    assert got[f"{SITE}/pkgx/linker.so"][2] == "not an ELF file"
+    # text named like a library (GNU ld scripts): not device code, no error; a cut ELF: an error
+    for ld in (f"{SITE}/pkgx/linker.so", "usr/lib/x86_64-linux-gnu/libc.so"):
+        assert got[ld][0] == "other" and got[ld][3] is None, ld
+    assert "truncated" in (got[f"{SITE}/pkgx/cut.so"][3] or "")
     assert res.environments == [
-        {"site": f"{os.path.abspath(image)}!/{SITE}", "packages": {"pkgx-dist": "1.2.3"}}
+        Environment(site=f"{os.path.abspath(image)}!/{SITE}", packages={"pkgx-dist": "1.2.3", "plain": "4.5"})
     ]
     assert all(f.path.startswith(f"{os.path.abspath(image)}!/") for f in res.files)
 

@@ -60,7 +60,9 @@ def test_truncated_tarball(tmp_path: Path, cubin: Path, capsys: pytest.CaptureFi
     tar_members(t, [("a.cubin", cubin), ("b.so", b"\0" * 100_000)])
     img = write_docker_save(tmp_path / "img.tar", [compress(t, None)])
     data = img.read_bytes()
-    for cut in (len(data) // 3, len(data) - 3000):
+    manifest = data.rindex(b'[{"Config"')  # manifest.json is the last member
+    # cut inside the layer (in a.cubin, in b.so) and inside manifest.json
+    for cut in (len(data) // 3, len(data) * 4 // 5, manifest + 20):
         short = tmp_path / f"cut{cut}.tar"
         short.write_bytes(data[:cut])
         rc, out = _cli(str(short), capsys=capsys)

@@ -72,6 +72,7 @@ def _compare(image: Path, plain: list[Path], tmp: Path) -> dict[str, tuple]:
             key(f.path): (
                 f.kind,
                 f.package,
+                f.package_version,
                 f.error,
                 f.containers,
                 f.relocatable_containers,
@@ -104,11 +105,11 @@ def test_bitsandbytes_image(tmp_path: Path) -> None:
     shutil.copyfile(upd, plain_upd)
     layout = write_oci_layout(tmp_path / "oci", {"linux/amd64": [compress(t, "gzip"), compress(upd, "zstd")]})
     got = _compare(layout, [plain, plain_upd], tmp_path)
-    assert sos[0] not in got and got[sos[1]][5] == got[sos[2]][5]
-    assert {v[1] for v in got.values()} == {"bitsandbytes"}
-    assert sum(1 for v in got.values() if v[5]) >= 3
+    assert sos[0] not in got and got[sos[1]][6] == got[sos[2]][6]
+    assert {v[1:3] for v in got.values()} == {("bitsandbytes", "0.50.2")}
+    assert sum(1 for v in got.values() if v[6]) >= 3
     envs = scan_image(str(layout), use_cache=False).environments
-    assert envs[0]["packages"] == {"bitsandbytes": "0.50.2"}
+    assert envs[0].packages == {"bitsandbytes": "0.50.2"}
     _cross_check(layout)
 
 
@@ -148,5 +149,5 @@ def test_vllm_flashinfer_image(tmp_path: Path) -> None:
     layout = write_oci_layout(tmp_path / "oci", {"linux/amd64": blobs}, move=True)
     got = _compare(layout, [p for _, p in tars], tmp_path)
     moe = got[f"{SITE}/vllm/_moe_C_stable_libtorch.abi3.so"]
-    assert moe[1] == "vllm" and any(e[3] == "sm_120f" for e in moe[5])
+    assert moe[1:3] == ("vllm", "0.33.0") and any(e[3] == "sm_120f" for e in moe[6])
     assert sum(1 for k in got if k.endswith(".cubin")) > 10_000

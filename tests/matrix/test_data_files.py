@@ -32,6 +32,6 @@ def test_bad_flags_data_is_rejected():
 
 def test_reported_cells_need_citations():
     bad = copy.deepcopy(_raw("reported.json"))
-    bad["cells"][0]["citation"] = None
+    bad["reports"][0]["cell"]["citation"] = None
     with pytest.raises(ValidationError):
         ReportedData.model_validate(bad)

@@ -52,15 +52,18 @@ def test_default_plan_covers_every_accepted_backend(vllm026):
     assert all(s.params["mem_gib"] > 0 for s in moe)
 
 
-def test_attention_and_engine_cells_are_isolated(vllm026):
+def test_attention_layer_cells_are_warm_and_engine_cells_isolated(vllm026):
     specs = _plan("--kinds", "attention,engine")
     attn = [s for s in specs if s.kind == "attention"]
     eng = [s for s in specs if s.kind == "engine"]
-    assert attn and eng and all(s.isolate for s in attn + eng)
+    assert attn and eng and all(s.isolate for s in eng)
+    # the default models have no MLA: every attention cell drives the layer in a warm worker per backend
+    assert all(s.target == "probe.probes.attention_layer:run" and not s.isolate for s in attn)
+    assert all(s.env == {"PROBE_ATTN_BACKEND": s.params["backend"]} for s in attn)
     # an engine takes gpu_memory_utilization of the device: under -j N it runs alone
-    assert all(s.params["exclusive"] is True for s in attn + eng)
-    assert not any(s.params.get("exclusive") for s in _plan("--kinds", "moe"))
-    assert all(s.env.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0" for s in attn + eng)
+    assert all(s.params["exclusive"] is True for s in eng)
+    assert not any(s.params.get("exclusive") for s in attn + _plan("--kinds", "moe"))
+    assert all(s.env.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0" for s in eng)
     fa = sorted(
         s.params["fa_version"]
         for s in attn
@@ -85,6 +88,16 @@ def test_attention_and_engine_cells_are_isolated(vllm026):
         ("marlin", "TRITON_ATTN"),
         ("auto", "FLASH_ATTN"),
     }
+
+
+def test_sinks_and_mla_layouts(vllm026):
+    specs = _plan("--kinds", "attention", "--models", "120b,deepseek-v3")
+    layer = [s for s in specs if s.target == "probe.probes.attention_layer:run"]
+    assert layer and all(s.params["sinks"] is True and s.id.endswith("/sinks") for s in layer)  # gpt-oss
+    mla = [s for s in specs if s not in layer]
+    assert mla and all(s.params["mla"] and s.target == "probe.probes.engine:run_attention" for s in mla)
+    assert all(s.isolate for s in mla)
+    assert "sinks" not in _plan("--kinds", "attention", "--models", "nano")[0].params
 
 
 def test_mla_model_gets_mla_backends(vllm026):
@@ -230,7 +243,7 @@ def test_specs_round_trip_through_typed_params(vllm026):
             assert p.to_wire(s.budget) == s.params  # same keys, same order
             assert list(p.to_wire(s.budget)) == list(s.params)
         assert s.budget.timeout_s == s.timeout_s
-        assert s.budget.exclusive is (s.kind in (CellKind.ATTENTION, CellKind.ENGINE))
+        assert s.budget.exclusive is (s.kind is CellKind.ENGINE)
 
 
 def test_published_plan_file_loads_and_its_params_parse():

@@ -21,7 +21,7 @@ from probe.arch.cache import cache_dir
 log = logging.getLogger(__name__)
 
 CACHE_FILE = "image-layers-v1.sqlite"
-_FORMAT = 1
+_FORMAT = 2
 
 
 def layer_key(digest: str, size: int, kernels: bool) -> str | None:

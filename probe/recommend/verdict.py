@@ -1,0 +1,253 @@
+"""One predicted verdict per (model, GPU, backend [, FA version], quant, TP), one named step per source.
+
+A backend is predicted to work only when
+
+1. vLLM's own check accepts it for this model (:func:`oracle_step`, cells of ``probe predict``,
+   basis ``vllm_check``) — or, where the oracle has no cell (a vLLM without adapter, no predictions
+   published), the hand rules of ``probe/data/vllm_flags.json`` do (:func:`hand_rule_step`, basis
+   ``hand_rule``, and the answer says so; a hand rule alone, with neither a scan nor a report
+   of the backend working, predicts nothing);
+2. its kernels for the quant's own variant are loadable on the GPU (:func:`scan_step`: the ELF
+   scan's verdict for ``cutlass [fp8]`` when the model is fp8, basis ``elf_scan``); and
+3. no field report of the same failure applies (:func:`report_step`, :mod:`.reports`).
+
+Each step returns a :class:`Step` (``ok`` None: the source says nothing); :func:`verdict` combines them.
+"""
+
+# no ``from __future__ import annotations``: named tuples would compile every field's annotation string
+
+from typing import Any, NamedTuple
+
+from probe.matrix.predicted import variant_for_quant
+from probe.recommend import reports
+from probe.recommend.types import EvidenceCell, Request
+
+
+class Step(NamedTuple):
+    source: str  # vllm_check / hand_rule / elf_scan / field_report
+    ok: bool | None  # None: nothing to say
+    cells: list[EvidenceCell]
+    reason: str
+
+
+class Verdict(NamedTuple):
+    role: str  # "moe" | "attention"
+    backend: str
+    fa: int | None
+    ok: bool
+    steps: list[Step]
+
+    @property
+    def ok_cells(self) -> list[EvidenceCell]:
+        return [c for s in self.steps if s.ok for c in s.cells]
+
+    @property
+    def bad_cells(self) -> list[EvidenceCell]:
+        return [c for s in self.steps if s.ok is False for c in s.cells]
+
+    @property
+    def check(self) -> Step:
+        """The step that judged vLLM's acceptance: the oracle's, else the hand rule's."""
+        return self.steps[0]
+
+    @property
+    def text(self) -> str:
+        return "; ".join(s.reason for s in self.steps if s.reason)
+
+
+NOTHING = Step("", None, [], "")
+
+
+def _cites(c: EvidenceCell) -> str:
+    d = c.get("details") or {}
+    where = f" ({d['file']}:{d['line']})" if d.get("file") and d.get("line") else ""
+    return f"{c.get('root_cause') or c.get('outcome')}{where}"
+
+
+def is_oracle(c: EvidenceCell) -> bool:
+    return c.evidence == "predicted" and c.get("basis") == "vllm_check"
+
+
+def is_scan(c: EvidenceCell) -> bool:
+    return c.evidence == "predicted" and c.get("basis") != "vllm_check" and c.kind in ("moe", "attention")
+
+
+def _tp_fits(c: EvidenceCell, req: Request) -> bool:
+    return c.get("tp") in (None, req.tp or 1)
+
+
+def oracle_cells(mine: list[EvidenceCell], req: Request, role: str) -> list[EvidenceCell]:
+    """The oracle's cells for this model, quant (MoE) and TP on this GPU, ``auto`` included."""
+    return [
+        c
+        for c in mine
+        if is_oracle(c)
+        and c.kind == role
+        and req.is_model(c.get("model"))
+        and (role == "attention" or (c.get("quant") == req.quant and _tp_fits(c, req)))
+    ]
+
+
+def oracle_step(oracle: list[EvidenceCell], backend: str, fa: int | None) -> Step:
+    """Step 1: vLLM's own check for this model (``skipped`` cells say nothing)."""
+    cells = [c for c in oracle if c.get("backend") == backend and c.get("outcome") != "skipped"]
+    if not cells:
+        return NOTHING
+    c = cells[0]
+    vllm = f"vLLM {c.vllm}" if c.vllm else "vLLM"
+    if not c.ok:
+        return Step("vllm_check", False, [c], f"{vllm} refuses it: {_cites(c)}")
+    stated = c.get("fa_version")
+    if fa is not None and stated is not None and stated != fa:
+        return Step("vllm_check", False, [c], f"{vllm} selects FA{stated} here, not FA{fa}")
+    return Step("vllm_check", True, [c], f"{vllm}'s own check accepts it for this model")
+
+
+def hand_rule_step(req: Request, role: str, backend: str, flags: dict[str, Any]) -> Step:
+    """Step 1 without an oracle cell: the hand rules (``vllm_flags.json``: quants, minimum GPU, platform)."""
+    if role == "attention":
+        mla = "MLA" in backend.upper()
+        ok = mla == req.mla
+        return Step("hand_rule", ok, [], "hand rule: " + ("MLA" if mla else "non-MLA") + " backend")
+    info = flags["moe_backends"].get(backend)
+    if info is None:
+        return NOTHING
+    floor = (info.get("min_sm") or {}).get(req.quant)
+    why = []
+    if req.quant not in info["quants"]:
+        why.append(f"no {req.quant} kernels")
+    if floor is not None and req.sm < floor:
+        why.append(f"needs sm_{floor}+ for {req.quant}")
+    if info.get("platform", "cuda") != "cuda" or info.get("expert_parallel_only"):
+        why.append("not a single-GPU CUDA backend")
+    return Step("hand_rule", not why, [], "hand rule (vllm_flags.json): " + ("; ".join(why) or "accepted"))
+
+
+def scan_cell(
+    mine: list[EvidenceCell], req: Request, role: str, backend: str, fa: int | None
+) -> EvidenceCell | None:
+    """The ELF scan's cell for this backend's variant that serves the request's quant (FA version)."""
+    cells = [
+        c
+        for c in mine
+        if is_scan(c) and c.kind == role and c.get("backend") == backend and c.get("fa_version") == fa
+    ]
+    variants = {str((c.get("details") or {}).get("variant") or "default"): c for c in cells}
+    if role == "attention" or not variants:
+        return cells[0] if cells else None
+    name = variant_for_quant(set(variants), req.quant)
+    return variants.get(name) if name else None
+
+
+def scan_step(cell: EvidenceCell | None) -> Step:
+    """Step 2: the quant variant's kernels loadable on the GPU (the ELF scan)."""
+    if cell is None:
+        return NOTHING
+    d = cell.get("details") or {}
+    label = f"{cell.get('backend')}" + (f" [{d['variant']}]" if d.get("variant") else "")
+    if cell.failed or cell.get("outcome") == "skipped":
+        return Step(
+            "elf_scan", False, [cell], f"ELF scan: {label} {d.get('verdict')}: {cell.get('root_cause')}"
+        )
+    return Step("elf_scan", True, [cell], f"ELF scan: {label} {d.get('verdict')}")
+
+
+def report_cells(
+    mine: list[EvidenceCell], req: Request, role: str, backend: str, fa: int | None
+) -> list[EvidenceCell]:
+    """Field reports (with ``applies``) of this backend that concern the request."""
+    return [
+        c
+        for c in mine
+        if c.evidence == "reported"
+        and c.get("applies")
+        and c.kind == role
+        and c.get("backend") == backend
+        and c.get("fa_version") in (None, fa)
+        and reports.relevant(c, req)
+    ]
+
+
+def report_step(cells: list[EvidenceCell], req: Request) -> Step:
+    """Step 3: a field report of a failure rules the backend out; one of a success supports it."""
+    bad = [c for c in cells if c.failed]
+    if bad:
+        c = bad[0]
+        how = reports.scope(c, req)
+        return Step("field_report", False, bad, f"field report: {c.get('outcome')} ({c.get('root_cause')})"
+                    + (f" — {how}" if how else ""))  # fmt: skip
+    good = [c for c in cells if c.ok]
+    if good:
+        how = reports.scope(good[0], req)
+        return Step("field_report", True, good, "field report: works" + (f" ({how})" if how else ""))
+    return NOTHING
+
+
+def verdict(
+    mine: list[EvidenceCell],
+    oracle: list[EvidenceCell],
+    req: Request,
+    role: str,
+    backend: str,
+    fa: int | None,
+    flags: dict[str, Any],
+) -> Verdict:
+    """The combined predicted verdict for one backend (see the module docstring)."""
+    check = oracle_step(oracle, backend, fa)
+    if check.ok is None:
+        check = hand_rule_step(req, role, backend, flags)
+    scan = scan_step(scan_cell(mine, req, role, backend, fa))
+    report = report_step(report_cells(mine, req, role, backend, fa), req)
+    seen = (
+        check.source == "vllm_check" or scan.ok is True or report.ok is True
+    )  # a hand rule alone is not enough
+    ok = check.ok is True and scan.ok is not False and report.ok is not False and seen
+    return Verdict(role, backend, fa, ok, [check, scan, report])
+
+
+def candidates(
+    mine: list[EvidenceCell], oracle: list[EvidenceCell], req: Request, role: str, flags: dict[str, Any]
+) -> list[tuple[str, int | None]]:
+    """(backend, FA version) pairs to judge: those the oracle named for this model, else the hand
+    rules' and the scan's backends. FLASH_ATTN once per FA version the scan knows (the oracle's own
+    FA version only, when it states one)."""
+    names = {str(c.get("backend")) for c in oracle if c.get("backend") != "auto"}
+    if not names:
+        if role == "moe":
+            names = set(flags["moe_backends"])
+        else:
+            names = {str(c.get("backend")) for c in mine if is_scan(c) and c.kind == "attention"}
+            names |= set(flags.get("attention_backends", {}))
+            names = {n for n in names if ("MLA" in n.upper()) == req.mla}
+    out: list[tuple[str, int | None]] = []
+    for name in sorted(names):
+        fas = sorted(
+            {
+                c.get("fa_version")
+                for c in mine
+                if is_scan(c) and c.get("backend") == name and c.get("fa_version")
+            }
+        )
+        stated = next((c.get("fa_version") for c in oracle if c.get("backend") == name and c.ok), None)
+        if name == "FLASH_ATTN" and fas:
+            out += [(name, f) for f in fas if stated is None or f == stated]
+        else:
+            out.append((name, stated if name == "FLASH_ATTN" else None))
+    return out
+
+
+def auto_pick(oracle: list[EvidenceCell]) -> str | None:
+    """The backend vLLM's ``auto`` selects here (MoE: the one with the same experts class)."""
+    auto = next((c for c in oracle if c.get("backend") == "auto" and c.ok), None)
+    if auto is None:
+        return None
+    d = auto.get("details") or {}
+    if auto.kind == "attention":
+        return d.get("selected")
+    cls = d.get("experts_class")
+    same = [
+        c
+        for c in oracle
+        if c.get("backend") != "auto" and (c.get("details") or {}).get("experts_class") == cls
+    ]
+    return str(same[0].get("backend")) if same and cls else None

@@ -1,0 +1,46 @@
+"""The runner's JIT budget (issue 11): a cell that compiles past its own limit is not a hang."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from probe.cells import CellSpec
+from probe.outcomes import Outcome
+from probe.sandbox.runner import run_cells
+
+J = "tests.sandbox.children.jit_child:"
+
+
+def _one(cfg, target: str, timeout_s: float, jit_timeout_s: float, **params):
+    cfg = dataclasses.replace(cfg, jit_timeout_s=jit_timeout_s)
+    spec = CellSpec(
+        id=target, kind="fixture", target=J + target, params=params, timeout_s=timeout_s, isolate=True
+    )
+    rep = run_cells([spec], cfg)
+    assert len(rep.results) == 1
+    return rep.results[0]
+
+
+def test_compiling_past_the_cell_limit_gets_the_jit_budget(cfg):
+    r = _one(cfg, "compiles", timeout_s=1.0, jit_timeout_s=60.0, compile_s=4)
+    assert r.outcome is Outcome.OK, r.root_cause
+    assert r.details["compile_s"] >= 2.5 and "ninja" in r.details["jit_tools"]
+
+
+def test_a_build_longer_than_the_jit_budget_says_so(cfg):
+    r = _one(cfg, "compiles", timeout_s=1.0, jit_timeout_s=2.0, compile_s=60)
+    assert r.outcome is Outcome.TIMEOUT
+    assert r.phase == "jit"
+    assert r.root_cause is not None and r.root_cause.startswith("probe: stopped while JIT-compiling")
+    assert r.wall_s < 30
+
+
+def test_a_hang_without_a_compiler_keeps_the_plain_limit(cfg):
+    r = _one(cfg, "hangs", timeout_s=1.0, jit_timeout_s=60.0, sleep_s=60)
+    assert r.outcome is Outcome.TIMEOUT and r.wall_s < 20
+    assert "JIT" not in (r.root_cause or "") and "compile_s" not in r.details
+
+
+def test_jit_budget_off(cfg):
+    r = _one(cfg, "compiles", timeout_s=1.0, jit_timeout_s=0.0, compile_s=60)
+    assert r.outcome is Outcome.TIMEOUT and r.wall_s < 20
