@@ -325,6 +325,7 @@ def _measure(
     bs = pick_block_size(sizes)
     cfg.cache_config.block_size = bs  # the engine resolves it from the backend the same way
     batch = Batch(prompts, max(prompts) + steps + 16, bs, seed, torch)
+    cfg.cache_config.num_gpu_blocks = batch.num_blocks  # the engine sets it after profiling (FLEX reads it)
     run = _Run(layer, cfg, batch, torch)
     sinks = layer._probe_sinks
     sinks_np = None if sinks is None else sinks.float().cpu().numpy()
