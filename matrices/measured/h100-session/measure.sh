@@ -34,8 +34,9 @@ PY
   i=0; while read -r line; do i=$((i+1)); warm "warm-attn$i" "$line"; done < "$W/fi-layouts.txt"
   (python3 -m pytest -q -m gpu tests/probes/test_gpu_probes.py -p no:cacheprovider > "$W/gpu-tests.log" 2>&1
    echo "rc=$?" >> "$W/gpu-tests.log") &
+  TESTS=$!
   run_plan attention "$P/plan-attention.json" 1 330
-  wait %1 2>/dev/null
+  wait "$TESTS"
   run_plan attention-fi "$P/plan-attention-fi.json" 1 "$(left)"
 else
   for _ in $(seq 1 40); do [ -s "$W/warm-moe.json" ] && break; sleep 5; done   # at most 200 s more of JIT
