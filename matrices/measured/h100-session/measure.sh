@@ -39,8 +39,9 @@ PY
   wait "$TESTS"
   run_plan attention-fi "$P/plan-attention-fi.json" 1 "$(left)"
 else
-  for _ in $(seq 1 40); do [ -s "$W/warm-moe.json" ] && break; sleep 5; done   # at most 200 s more of JIT
-  run_plan moe "$P/plan-moe.json" 2 260
+  run_plan attention "$P/plan-attention.json" 1 150   # resumed: what step a's 330 s left
+  for _ in $(seq 1 12); do [ -s "$W/warm-moe.json" ] && break; sleep 5; done   # at most 60 s more of JIT
+  run_plan moe "$P/plan-moe.json" 2 200
   run_plan engine "$P/plan-engine.json" 1 "$(left)"
 fi
 du -sh ~/.cache/flashinfer ~/.triton 2>/dev/null >> "$W/steps.log"
