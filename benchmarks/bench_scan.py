@@ -51,24 +51,39 @@ print(json.dumps({"seconds": wall, "peak_rss_kb": resource.getrusage(resource.RU
 def measure(cmds: list[list[str]]) -> dict[str, float]:
     """Run ``cmds`` one after the other in a fresh wrapper process: total wall time, peak RSS."""
     payload = "".join(json.dumps(c) + "\n" for c in cmds)
-    out = subprocess.run([sys.executable, "-c", _WRAPPER], input=payload, capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _WRAPPER], input=payload, capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout)
 
 
 def repeat(cmds: list[list[str]], n: int) -> dict[str, float]:
     runs = [measure(cmds) for _ in range(n)]
-    return {"seconds": statistics.median(r["seconds"] for r in runs),
-            "peak_rss_kb": max(r["peak_rss_kb"] for r in runs), "runs": n,
-            "commands": runs[0]["commands"], "last_rc": runs[0]["last_rc"]}
+    return {
+        "seconds": statistics.median(r["seconds"] for r in runs),
+        "peak_rss_kb": max(r["peak_rss_kb"] for r in runs),
+        "runs": n,
+        "commands": runs[0]["commands"],
+        "last_rc": runs[0]["last_rc"],
+    }
 
 
 PROBE_ARGS = ["--all-targets"]
 
 
 def probe_cmd(*paths: str | Path) -> list[str]:
-    return [sys.executable, "-m", "probe", "scan", "--no-cache", *PROBE_ARGS, "--json",
-            "--output", os.devnull, *map(str, paths)]
+    return [
+        sys.executable,
+        "-m",
+        "probe",
+        "scan",
+        "--no-cache",
+        *PROBE_ARGS,
+        "--json",
+        "--output",
+        os.devnull,
+        *map(str, paths),
+    ]
 
 
 def libtorch_cuda() -> Path:
@@ -87,10 +102,15 @@ def case_torch(tool: str, n: int) -> dict[str, object]:
     measure([[tool, "--list-elf", str(so)]])
     probe = repeat([probe_cmd(so)], n)
     cuo = repeat([[tool, "--list-elf", str(so)]], n)
-    return {"case": "torch", "input": f"{so.name} ({so.stat().st_size / 2**20:.0f} MiB, torch 2.14.1+cu130)",
-            "probe_cmd": f"probe scan --no-cache {' '.join(PROBE_ARGS)} --json <libtorch_cuda.so>",
-            "cuobjdump_cmd": "cuobjdump --list-elf <libtorch_cuda.so>", "probe": probe, "cuobjdump": cuo,
-            "target": "speed >= 50x, memory <= 1/40"}
+    return {
+        "case": "torch",
+        "input": f"{so.name} ({so.stat().st_size / 2**20:.0f} MiB, torch 2.14.1+cu130)",
+        "probe_cmd": f"probe scan --no-cache {' '.join(PROBE_ARGS)} --json <libtorch_cuda.so>",
+        "cuobjdump_cmd": "cuobjdump --list-elf <libtorch_cuda.so>",
+        "probe": probe,
+        "cuobjdump": cuo,
+        "target": "speed >= 50x, memory <= 1/40",
+    }
 
 
 def case_cubin(tool: str, n: int, sample: int | None) -> dict[str, object]:
@@ -105,10 +125,15 @@ def case_cubin(tool: str, n: int, sample: int | None) -> dict[str, object]:
         cuo["seconds"] *= len(cubins) / len(todo)
         note = f"extrapolated from {len(todo)} of {len(cubins)} cubins"
     cuo.update(runs=1, note=note)
-    return {"case": "cubin", "input": f"flashinfer-cubin 0.6.13 tree ({len(cubins)} cubins)",
-            "probe_cmd": f"probe scan --no-cache {' '.join(PROBE_ARGS)} --json <tree>",
-            "cuobjdump_cmd": "for f in <tree>/**/*.cubin: cuobjdump --list-elf f", "probe": probe,
-            "cuobjdump": cuo, "target": "probe <= 2 s"}
+    return {
+        "case": "cubin",
+        "input": f"flashinfer-cubin 0.6.13 tree ({len(cubins)} cubins)",
+        "probe_cmd": f"probe scan --no-cache {' '.join(PROBE_ARGS)} --json <tree>",
+        "cuobjdump_cmd": "for f in <tree>/**/*.cubin: cuobjdump --list-elf f",
+        "probe": probe,
+        "cuobjdump": cuo,
+        "target": "probe <= 2 s",
+    }
 
 
 def inflate_floor(whl: Path, n: int) -> dict[str, float]:
@@ -148,9 +173,15 @@ def inflate_floor(whl: Path, n: int) -> dict[str, float]:
             biggest.append(time.perf_counter() - t)
     finally:
         os.close(fd)
-    return {"inflater": name, "threads": WHEEL_THREADS, "bytes": total, "seconds": statistics.median(runs),
-            "biggest_member": members[0].filename, "biggest_bytes": members[0].file_size,
-            "biggest_seconds": statistics.median(biggest)}
+    return {
+        "inflater": name,
+        "threads": WHEEL_THREADS,
+        "bytes": total,
+        "seconds": statistics.median(runs),
+        "biggest_member": members[0].filename,
+        "biggest_bytes": members[0].file_size,
+        "biggest_seconds": statistics.median(biggest),
+    }
 
 
 def case_vllm(tool: str, n: int) -> dict[str, object]:
@@ -163,10 +194,16 @@ def case_vllm(tool: str, n: int) -> dict[str, object]:
     probe = repeat([probe_cmd(whl)], n)
     cuo = repeat(cuo_cmds, n)
     floor = inflate_floor(whl, n)
-    return {"case": "vllm", "inflate_floor": floor, "input": f"{whl.name} ({len(sos)} .so files)",
-            "probe_cmd": f"probe scan --no-cache {' '.join(PROBE_ARGS)} --json <vllm .whl>",
-            "cuobjdump_cmd": "cuobjdump --list-elf and --list-ptx on each unpacked .so",
-            "probe": probe, "cuobjdump": cuo, "target": "speed >= 20x"}
+    return {
+        "case": "vllm",
+        "inflate_floor": floor,
+        "input": f"{whl.name} ({len(sos)} .so files)",
+        "probe_cmd": f"probe scan --no-cache {' '.join(PROBE_ARGS)} --json <vllm .whl>",
+        "cuobjdump_cmd": "cuobjdump --list-elf and --list-ptx on each unpacked .so",
+        "probe": probe,
+        "cuobjdump": cuo,
+        "target": "speed >= 20x",
+    }
 
 
 def profile(paths: list[str]) -> str:
@@ -189,15 +226,25 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", default="torch,cubin,vllm")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per tool (median reported)")
-    ap.add_argument("--cubin-sample", type=int, default=0,
-                    help="time the cuobjdump loop on N cubins and extrapolate (default: all)")
+    ap.add_argument(
+        "--cubin-sample",
+        type=int,
+        default=0,
+        help="time the cuobjdump loop on N cubins and extrapolate (default: all)",
+    )
     ap.add_argument("--profile", action="store_true", help="cProfile probe's scan for each case")
     ap.add_argument("--json", dest="json_out", help="also write the figures to this file")
-    ap.add_argument("--inflate", choices=("zlib", "zlib-ng", "isal"),
-                    help="force probe's inflater for wheels (PROBE_INFLATE; default: the fastest installed)")
-    ap.add_argument("--probe-args", default="--all-targets",
-                    help="target selection passed to probe scan (default: --all-targets, i.e. verdicts "
-                    "for the 12 catalog GPUs; '--target sm_100' = one GPU, closer to a plain listing)")
+    ap.add_argument(
+        "--inflate",
+        choices=("zlib", "zlib-ng", "isal"),
+        help="force probe's inflater for wheels (PROBE_INFLATE; default: the fastest installed)",
+    )
+    ap.add_argument(
+        "--probe-args",
+        default="--all-targets",
+        help="target selection passed to probe scan (default: --all-targets, i.e. verdicts "
+        "for the 12 catalog GPUs; '--target sm_100' = one GPU, closer to a plain listing)",
+    )
     args = ap.parse_args()
     PROBE_ARGS[:] = args.probe_args.split()
     if args.inflate:
@@ -226,30 +273,59 @@ def main() -> int:
     rows = []
     for r in results:
         p, c = r["probe"], r["cuobjdump"]
-        rows.append([r["case"], r["input"], f"{p['seconds']:.2f}", f"{p['peak_rss_kb'] / 1024:.0f}",
-                     f"{c['seconds']:.2f}", f"{c['peak_rss_kb'] / 1024:.0f}",
-                     f"{c['seconds'] / p['seconds']:.0f}x", f"1/{c['peak_rss_kb'] / p['peak_rss_kb']:.1f}",
-                     r["target"] + (f" ({c['note']})" if c.get("note") else "")])
+        rows.append(
+            [
+                r["case"],
+                r["input"],
+                f"{p['seconds']:.2f}",
+                f"{p['peak_rss_kb'] / 1024:.0f}",
+                f"{c['seconds']:.2f}",
+                f"{c['peak_rss_kb'] / 1024:.0f}",
+                f"{c['seconds'] / p['seconds']:.0f}x",
+                f"1/{c['peak_rss_kb'] / p['peak_rss_kb']:.1f}",
+                r["target"] + (f" ({c['note']})" if c.get("note") else ""),
+            ]
+        )
     from probe.arch.inflate import inflater
 
-    print(f"cuobjdump: {tool} ({version[-1] if version else '?'}); python {sys.version.split()[0]}; "
-          f"{os.cpu_count()} CPUs; inflater {inflater()[0]}; load average {os.getloadavg()[0]:.2f}")
-    print(tabulate(rows, headers=["case", "input", "probe s", "probe MiB", "cuobjdump s", "cuobjdump MiB",
-                                  "speed-up", "memory", "target"]))
+    print(
+        f"cuobjdump: {tool} ({version[-1] if version else '?'}); python {sys.version.split()[0]}; "
+        f"{os.cpu_count()} CPUs; inflater {inflater()[0]}; load average {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        tabulate(
+            rows,
+            headers=[
+                "case",
+                "input",
+                "probe s",
+                "probe MiB",
+                "cuobjdump s",
+                "cuobjdump MiB",
+                "speed-up",
+                "memory",
+                "target",
+            ],
+        )
+    )
     for r in results:
         if "inflate_floor" in r:
             f = r["inflate_floor"]
             cuo_s = r["cuobjdump"]["seconds"]
             mb, big_mb = f["bytes"] / 1e6, f["biggest_bytes"] / 1e6
-            print(f"\nvllm inflate floor ({f['inflater']}, {f['threads']} threads): all .so members "
-                  f"{mb:.0f} MB in {f['seconds']:.2f} s ({mb / f['seconds']:.0f} MB/s); "
-                  f"{f['biggest_member']} alone {big_mb:.0f} MB in {f['biggest_seconds']:.2f} s. "
-                  f"20x of cuobjdump's {cuo_s:.2f} s would be {cuo_s / 20:.2f} s for the whole process.")
+            print(
+                f"\nvllm inflate floor ({f['inflater']}, {f['threads']} threads): all .so members "
+                f"{mb:.0f} MB in {f['seconds']:.2f} s ({mb / f['seconds']:.0f} MB/s); "
+                f"{f['biggest_member']} alone {big_mb:.0f} MB in {f['biggest_seconds']:.2f} s. "
+                f"20x of cuobjdump's {cuo_s:.2f} s would be {cuo_s / 20:.2f} s for the whole process."
+            )
     if args.profile:
         for r in results:
-            path = {"torch": lambda: [str(libtorch_cuda())],
-                    "cubin": lambda: [str(wheels.unpacked(wheels.wheel("flashinfer-cubin")))],
-                    "vllm": lambda: [str(wheels.wheel("vllm"))]}[str(r["case"])]()
+            path = {
+                "torch": lambda: [str(libtorch_cuda())],
+                "cubin": lambda: [str(wheels.unpacked(wheels.wheel("flashinfer-cubin")))],
+                "vllm": lambda: [str(wheels.wheel("vllm"))],
+            }[str(r["case"])]()
             print(f"\n== cProfile: probe scan {r['case']}\n{profile(path)}")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({"cuobjdump": tool, "results": results}, indent=2))

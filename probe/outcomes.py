@@ -6,19 +6,19 @@ from enum import Enum
 
 
 class Outcome(str, Enum):
-    OK = "ok"                                  # ran, output matched the reference
-    WRONG_OUTPUT = "wrong_output"              # ran; NaN / inf / all-zero / off the reference
-    UNSUPPORTED = "unsupported"                # backend refused cleanly (its own ValueError, "not supported")
-    NO_KERNEL_IMAGE = "no_kernel_image"        # no loadable SASS/PTX for this GPU (incl. PTX too new)
-    JIT_FAILED = "jit_failed"                  # nvcc / ptxas / ninja / Triton could not build for this arch
-    IMPORT_ERROR = "import_error"              # undefined symbol, ABI mismatch, missing module
-    API_MISMATCH = "api_mismatch"              # library versions disagree (unexpected keyword, no attribute)
+    OK = "ok"  # ran, output matched the reference
+    WRONG_OUTPUT = "wrong_output"  # ran; NaN / inf / all-zero / off the reference
+    UNSUPPORTED = "unsupported"  # backend refused cleanly (its own ValueError, "not supported")
+    NO_KERNEL_IMAGE = "no_kernel_image"  # no loadable SASS/PTX for this GPU (incl. PTX too new)
+    JIT_FAILED = "jit_failed"  # nvcc / ptxas / ninja / Triton could not build for this arch
+    IMPORT_ERROR = "import_error"  # undefined symbol, ABI mismatch, missing module
+    API_MISMATCH = "api_mismatch"  # library versions disagree (unexpected keyword, no attribute)
     KERNEL_INIT_FAILED = "kernel_init_failed"  # CUTLASS / TRT-LLM kernel initialize / run refused
-    DEVICE_FAULT = "device_fault"              # illegal address / instruction, launch failure, trap
-    OOM = "oom"                                # CUDA OOM or killed by the OOM killer
-    TIMEOUT = "timeout"                        # hang
-    CRASHED = "crashed"                        # signal or non-zero exit with no better cause
-    SKIPPED = "skipped"                        # not applicable (backend absent in this vLLM, no GPU, ...)
+    DEVICE_FAULT = "device_fault"  # illegal address / instruction, launch failure, trap
+    OOM = "oom"  # CUDA OOM or killed by the OOM killer
+    TIMEOUT = "timeout"  # hang
+    CRASHED = "crashed"  # signal or non-zero exit with no better cause
+    SKIPPED = "skipped"  # not applicable (backend absent in this vLLM, no GPU, ...)
 
     @property
     def passed(self) -> bool:

@@ -10,8 +10,9 @@ from probe.cli.main import VERBS, build_parser
 
 
 def run(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "probe", *args], capture_output=True, text=True,
-                          timeout=120, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "probe", *args], capture_output=True, text=True, timeout=120, **kw
+    )
 
 
 def test_every_verb_is_built():

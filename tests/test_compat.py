@@ -133,12 +133,12 @@ def _raw_catalog():
 @pytest.mark.parametrize(
     "breakage",
     [
-        lambda d: d["gpus"].append(dict(d["gpus"][0])),            # duplicate sm
-        lambda d: d["gpus"][0].update(sm="75"),                      # wrong type
-        lambda d: d["gpus"][0].update(names=[]),                     # no name
-        lambda d: d["gpus"][0].update(colour="green"),               # unknown field
-        lambda d: d["families"].update({"100": [103, 107]}),         # family without itself
-        lambda d: d["families"].update({"120": [120, 130]}),         # family across majors
+        lambda d: d["gpus"].append(dict(d["gpus"][0])),  # duplicate sm
+        lambda d: d["gpus"][0].update(sm="75"),  # wrong type
+        lambda d: d["gpus"][0].update(names=[]),  # no name
+        lambda d: d["gpus"][0].update(colour="green"),  # unknown field
+        lambda d: d["families"].update({"100": [103, 107]}),  # family without itself
+        lambda d: d["families"].update({"120": [120, 130]}),  # family across majors
         lambda d: d.update(schema_version=2),
     ],
 )

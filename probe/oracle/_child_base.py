@@ -118,9 +118,14 @@ def set_target(target: dict[str, Any]) -> None:
     TARGET.update(major=target["sm"] // 10, minor=target["sm"] % 10, name=target.get("name") or "")
 
 
-_NEEDS_GPU = ("NVIDIA driver", "no CUDA GPUs", "CUDA driver", "cudaGetDeviceCount", "CUDA_VISIBLE_DEVICES")
+_NEEDS_GPU = ("nvidia driver", "no cuda gpus", "cuda driver", "cudagetdevicecount", "cuda_visible_devices")
 
 
 def needs_gpu(text: str) -> bool:
-    """A check that touched the (absent) GPU: the oracle could not ask, vLLM did not refuse."""
-    return any(k in text for k in _NEEDS_GPU)
+    """A check that touched the (absent) GPU: the oracle could not ask, vLLM did not refuse.
+
+    Case-insensitive: without a driver vLLM says "Found no NVIDIA driver", with one but
+    ``CUDA_VISIBLE_DEVICES`` emptied (the oracle child on a GPU box) torch says "No CUDA GPUs are available".
+    """
+    low = text.lower()
+    return any(k in low for k in _NEEDS_GPU)

@@ -32,11 +32,11 @@ from typing import Any
 from probe.cells import ProbeContext
 from probe.probes.attention_paged import Batch, kv_cache_for, pick_block_size
 from probe.probes.common import result, skipped, unsupported
+from probe.probes.runtime import ensure_runtime as _ensure_runtime
 
 LAYER = "model.layers.0.self_attn.attn"
 DEFAULT_PROMPTS = (96, 17, 160, 33)  # several requests, crossing block boundaries
 _IMPORT_FAILURE = ("cannot import name", "No module named", "partially initialized", "ImportError")
-_STATE: dict[str, Any] = {}
 
 
 def tiny_config(num_heads: int, num_kv_heads: int, head_dim: int) -> dict[str, Any]:
@@ -86,33 +86,6 @@ def _reset_backend_caches() -> None:
         from vllm.v1.attention import selector
 
         selector._cached_get_attn_backend.cache_clear()
-
-
-def _ensure_runtime(torch: Any) -> None:
-    """Distributed state of world size 1 (TP / PP / DCP groups the impls query), once per process."""
-    if _STATE.get("ready"):
-        return
-    from vllm.config import VllmConfig, set_current_vllm_config
-    from vllm.distributed import init_distributed_environment, initialize_model_parallel
-    from vllm.distributed.parallel_state import model_parallel_is_initialized
-
-    torch.cuda.set_device(0)
-    with set_current_vllm_config(VllmConfig()):
-        if not model_parallel_is_initialized():
-            init_distributed_environment(
-                world_size=1,
-                rank=0,
-                local_rank=0,
-                distributed_init_method=f"file://{tempfile.mkstemp()[1]}",
-                backend="nccl",
-            )
-            initialize_model_parallel(1, 1)
-    with contextlib.suppress(ImportError):
-        from vllm.v1.worker.workspace import init_workspace_manager, is_workspace_manager_initialized
-
-        if not is_workspace_manager_initialized():
-            init_workspace_manager(torch.device("cuda:0"))
-    _STATE["ready"] = True
 
 
 @contextlib.contextmanager

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import time
 from typing import Any
 
@@ -25,6 +24,7 @@ from probe.catalog.models import VLLM_QUANT_METHOD, quantization_config
 from probe.cells import MoeParams, ProbeContext
 from probe.probes.common import result, skipped, unsupported
 from probe.probes.introspect import selected_moe_backend
+from probe.probes.runtime import ensure_runtime as _ensure_runtime
 from probe.sandbox import gpulock
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,6 @@ QUANT_CONFIGS: dict[str, tuple[str | None, dict[str, Any] | None, str]] = {
 
 QUANTS: tuple[str, ...] = tuple(QUANT_CONFIGS)  # the same names as probe.catalog.models.QUANTS
 GROUP_SIZE: dict[str, int] = {"nvfp4": 16, "mxfp4": 32, "int4_w4a16": 128}
-_STATE: dict[str, Any] = {}  # per-process (warm worker) one-time setup
 
 
 class _NoModelConfig:
@@ -68,35 +67,6 @@ def estimate_mem_gib(experts: int, hidden: int, intermediate: int) -> float:
     the measured peaks are in each result's ``details.gpu_peak_gib``.)"""
     weights = experts * 3 * hidden * intermediate
     return round(weights * 12 / 2**30 + 2.0, 1)
-
-
-def _ensure_runtime(torch: Any) -> None:
-    """Distributed (world 1) + workspace, once per process."""
-    if _STATE.get("ready"):
-        return
-    from vllm.config import VllmConfig, set_current_vllm_config
-    from vllm.distributed import init_distributed_environment, initialize_model_parallel
-    from vllm.distributed.parallel_state import model_parallel_is_initialized
-
-    torch.cuda.set_device(0)
-    with set_current_vllm_config(VllmConfig()):
-        if not model_parallel_is_initialized():
-            init_distributed_environment(
-                world_size=1,
-                rank=0,
-                local_rank=0,
-                distributed_init_method=f"file://{tempfile.mkstemp()[1]}",
-                backend="nccl",
-            )
-            initialize_model_parallel(1, 1)
-    try:
-        from vllm.v1.worker.workspace import init_workspace_manager, is_workspace_manager_initialized
-
-        if not is_workspace_manager_initialized():
-            init_workspace_manager(torch.device("cuda:0"))
-    except ImportError:  # older vLLM: no workspace manager
-        pass
-    _STATE["ready"] = True
 
 
 def quantize_experts(

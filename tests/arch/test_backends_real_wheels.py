@@ -38,8 +38,10 @@ def _member(path: str) -> str:
     return path.split("!", 1)[1]
 
 
-_LINE = {"elf": re.compile(r"^ELF file\s+\d+:\s+\S+\.(sm_\w+)\.cubin$"),
-         "ptx": re.compile(r"^PTX file\s+\d+:\s+\S+\.(sm_\w+)\.ptx$")}
+_LINE = {
+    "elf": re.compile(r"^ELF file\s+\d+:\s+\S+\.(sm_\w+)\.cubin$"),
+    "ptx": re.compile(r"^PTX file\s+\d+:\s+\S+\.(sm_\w+)\.ptx$"),
+}
 
 
 def _listing(tool: str, path: str, what: str) -> tuple[list[str], bool]:
@@ -67,7 +69,7 @@ def _cross_check(records, root: Path, tool: str) -> tuple[int, list[str]]:
             got, fatal = _listing(tool, on_disk, what)
             if fatal:
                 failed = True
-                assert want[what][:len(got)] == got, (rec.path, what, got)
+                assert want[what][: len(got)] == got, (rec.path, what, got)
             else:
                 assert Counter(got) == Counter(want[what]), (rec.path, what)
         if failed:
@@ -86,13 +88,14 @@ def test_bitsandbytes_wheel_matches_cuobjdump(tool):
     # cuobjdump 13.x stops with "Invalid ELF" inside libbitsandbytes_cuda121.so; probe reads all of it
     assert agree >= 6, failed
     comps = {e.compression for r in records for e in r.entries}
-    assert {"lz4", "zstd"} <= comps          # both payload codecs really occur in this wheel
+    assert {"lz4", "zstd"} <= comps  # both payload codecs really occur in this wheel
     # the same member scanned from disk and from the zip gives the same entries
     on_disk = {r.path: r for r in scan_paths([str(root / "bitsandbytes")], kernels=False, use_cache=False)}
     for rec in records:
         disk = on_disk[str(root / _member(rec.path))]
-        assert [(e.kind, e.arch, e.compression, e.size) for e in disk.entries] == \
-               [(e.kind, e.arch, e.compression, e.size) for e in rec.entries]
+        assert [(e.kind, e.arch, e.compression, e.size) for e in disk.entries] == [
+            (e.kind, e.arch, e.compression, e.size) for e in rec.entries
+        ]
 
 
 def _header_arches(tool: str, path: str) -> Counter[str]:
@@ -141,8 +144,11 @@ def test_vllm_backend_patterns_match_real_kernels(vllm_scan):
                 assert r.matched_kernels, (c.backend, c.variant, r.what)
 
     def v(backend: str, target: str, variant: str | None = None) -> str:
-        return next(c.verdict for c in cells if c.backend == backend and c.target == target
-                    and (variant is None or c.variant == variant))
+        return next(
+            c.verdict
+            for c in cells
+            if c.backend == backend and c.target == target and (variant is None or c.variant == variant)
+        )
 
     for t in ("sm_100", "sm_110", "sm_120"):
         assert v("attention.flash_attn.fa3", t) == "none"
@@ -154,7 +160,7 @@ def test_vllm_backend_patterns_match_real_kernels(vllm_scan):
     assert v("moe.marlin", "sm_121", bf16) == "sass-compatible"
     for t in ("sm_90", "sm_100", "sm_110"):
         assert v("moe.marlin", t, bf16) == "ptx-jit"
-    assert v("moe.cutlass", "sm_110", "nvfp4") == "none"     # 11.0f is in CMake, not in the PyPI wheel
+    assert v("moe.cutlass", "sm_110", "nvfp4") == "none"  # 11.0f is in CMake, not in the PyPI wheel
     assert v("moe.cutlass", "sm_120", "nvfp4") == "sass"
     assert v("attention.flashmla", "sm_90") == "sass"
     assert v("attention.cutlass_mla", "sm_100") == "sass"

@@ -43,8 +43,10 @@ def test_cubin_nv_compat_and_tkinfo():
         ).suffix
         == ""
     )
-    note = (b"\x0c\0\0\0\x40\0\0\0\xd0\x07\0\0NVIDIA Corp\0ptxas\0"
-            b"Cuda compilation tools, release 13.0, V13.0.88\0-arch sm_100f -m 64 \0")
+    note = (
+        b"\x0c\0\0\0\x40\0\0\0\xd0\x07\0\0NVIDIA Corp\0ptxas\0"
+        b"Cuda compilation tools, release 13.0, V13.0.88\0-arch sm_100f -m 64 \0"
+    )
     f = synth.elf64(flags=0x06006402, sections=[(".note.nv.tkinfo", 7, note)])
     info = elf.cubin_info(reader(f))
     assert (info.sm, info.suffix, info.toolkit, info.ptxas_arch) == (100, "f", "13.0", "sm_100f")

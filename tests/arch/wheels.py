@@ -15,15 +15,23 @@ UNPACKED = CACHE / "unpacked"
 
 # name -> (requirement, pip download options, file-name prefix)
 KNOWN: dict[str, tuple[str, list[str], str]] = {
-    "bitsandbytes": ("bitsandbytes==0.50.2",
-                     ["--platform", "manylinux_2_24_x86_64", "--python-version", "3.11"],
-                     "bitsandbytes-0.50.2-"),
-    "vllm": ("vllm==0.33.0", ["--platform", "manylinux_2_28_x86_64", "--python-version", "3.11"],
-             "vllm-0.33.0-"),
+    "bitsandbytes": (
+        "bitsandbytes==0.50.2",
+        ["--platform", "manylinux_2_24_x86_64", "--python-version", "3.11"],
+        "bitsandbytes-0.50.2-",
+    ),
+    "vllm": (
+        "vllm==0.33.0",
+        ["--platform", "manylinux_2_28_x86_64", "--python-version", "3.11"],
+        "vllm-0.33.0-",
+    ),
     "flashinfer-python": ("flashinfer-python==0.7.2.post1", [], "flashinfer_python-0.7.2.post1-"),
     "flashinfer-cubin": ("flashinfer-cubin==0.6.13", [], "flashinfer_cubin-0.6.13-"),
-    "torch": ("torch==2.14.1", ["--platform", "manylinux_2_28_x86_64", "--python-version", "3.11"],
-              "torch-2.14.1-"),
+    "torch": (
+        "torch==2.14.1",
+        ["--platform", "manylinux_2_28_x86_64", "--python-version", "3.11"],
+        "torch-2.14.1-",
+    ),
 }
 
 
@@ -34,8 +42,18 @@ def wheel(name: str) -> Path:
     found = sorted(WHEELS.glob(f"{prefix}*.whl"))
     if found:
         return found[0]
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-d", str(WHEELS),
-           *opts, req]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "-d",
+        str(WHEELS),
+        *opts,
+        req,
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     found = sorted(WHEELS.glob(f"{prefix}*.whl"))
     if out.returncode != 0 or not found:

@@ -123,3 +123,11 @@ def test_plan_reads_the_profiles():
     assert {q.hidden for q in sup} == {1024}  # LatentMoE width
     assert {(q.quant, q.tp) for q in moe_queries(resolve_model("dsv3"))} >= {("nvfp4", 4), ("fp8_block", 1)}
     assert moe_queries(resolve_model("qwen3-8b")) == []
+
+
+def test_a_check_that_touched_the_gpu_is_no_refusal():
+    from probe.oracle._child_base import needs_gpu
+
+    assert needs_gpu("RuntimeError: Found no NVIDIA driver on your system.")
+    assert needs_gpu("No CUDA GPUs are available")  # CUDA_VISIBLE_DEVICES emptied on a GPU box
+    assert not needs_gpu("attention sinks not supported")

@@ -27,8 +27,7 @@ INDEX2 = json.loads((HELD2 / "index.json").read_text())
 SETS = [(HELD, e) for e in INDEX] + [(HELD2, e) for e in INDEX2]
 # Misses left in on purpose (no general rule was found; fixing them would mean copying the line).
 KNOWN_MISSES = {
-    "heldout2/006_vllm_b200_flashinfer_trtllm_headdim_expect_refused.log":
-        "FlashInfer TRT-LLM-gen 'Expect (...), got ...' launch check: no stable phrase marks it as a kernel refusal",
+    "heldout2/006_vllm_b200_flashinfer_trtllm_headdim_expect_refused.log": "FlashInfer TRT-LLM-gen 'Expect (...), got ...' launch check: no stable phrase marks it as a kernel refusal",
 }
 
 
@@ -60,9 +59,12 @@ def _case_id(folder: Path, entry: dict) -> str:
     ("folder", "entry"),
     [
         pytest.param(
-            f, e, id=_case_id(f, e),
+            f,
+            e,
+            id=_case_id(f, e),
             marks=[pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[_case_id(f, e)])]
-            if _case_id(f, e) in KNOWN_MISSES else [],
+            if _case_id(f, e) in KNOWN_MISSES
+            else [],
         )
         for f, e in SETS
     ],
@@ -81,7 +83,12 @@ def _cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run(
         [sys.executable, "-m", "probe", "classify", *args],
-        input=stdin, capture_output=True, env=env, cwd=ROOT, timeout=120, check=False,
+        input=stdin,
+        capture_output=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
     )
 
 
@@ -153,7 +160,11 @@ def test_literal_gate_never_hides_a_match():
     matcher = LineMatcher(db)
     by_priority = sorted(db.signatures, key=lambda s: -s.priority)
     lines = [ln for e in INDEX for ln in (HELD / e["file"]).read_text().splitlines()]
-    lines += [ln for p in sorted((ROOT / "tests" / "data" / "logs").glob("*.log")) for ln in p.read_text(errors="replace").splitlines()]
+    lines += [
+        ln
+        for p in sorted((ROOT / "tests" / "data" / "logs").glob("*.log"))
+        for ln in p.read_text(errors="replace").splitlines()
+    ]
     for ln in lines:
         brute = next((s for s in by_priority if s.pattern.search(ln)), None)
         assert matcher.best(ln) is brute, ln

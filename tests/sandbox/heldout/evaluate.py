@@ -23,7 +23,11 @@ def classify(path: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     p = subprocess.run(
         [sys.executable, "-m", "probe", "classify", "--json", str(path)],
-        capture_output=True, env=env, cwd=ROOT, timeout=120, check=False,
+        capture_output=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
     )
     if p.returncode != 0:
         return {"outcome": f"<exit {p.returncode}>", "root_cause": p.stderr.decode(errors="replace")[-200:]}
@@ -46,9 +50,11 @@ def main(argv: list[str]) -> int:
         rows.append((e, got, ok_out, ok_rc, ok_deg))
         if not as_json:
             mark = "PASS" if ok_out and ok_rc and ok_deg else "FAIL"
-            print(f"{mark} {e['file']}: want {e['outcome']}, got {got.get('outcome')}"
-                  + ("" if ok_rc else f" | root cause {got.get('root_cause')!r} lacks {want_rc!r}")
-                  + ("" if ok_deg else f" | degraded {got.get('degraded')}"))
+            print(
+                f"{mark} {e['file']}: want {e['outcome']}, got {got.get('outcome')}"
+                + ("" if ok_rc else f" | root cause {got.get('root_cause')!r} lacks {want_rc!r}")
+                + ("" if ok_deg else f" | degraded {got.get('degraded')}")
+            )
     n = len(rows)
     tot = {
         "files": n,
