@@ -54,6 +54,22 @@ def run_gate(
     slowdown: float = 0.10,
     max_missing: float = 0.5,
 ) -> GateReport:
+    _validate_options(baseline, current, required, slowdown)
+    early = _check_run_and_gpu(baseline, current)
+    if early is not None:
+        return early
+    cmp = compare(baseline, current, models=models)
+    early = _check_coverage(cmp, required, max_missing)
+    if early is not None:
+        return early
+    checks = _cell_checks(cmp)
+    checks += _arch_checks(baseline, current, required)
+    checks += _recommendation_checks(cmp, slowdown)
+    return _verdict(checks, cmp)
+
+
+def _validate_options(baseline: Matrix, current: Matrix, required: list[str] | None, slowdown: float) -> None:
+    """Reject a negative slowdown and malformed or unmatched ``--require-arch`` specs."""
     if slowdown < 0:
         raise OptionError("slowdown", "must be >= 0 (a fraction, e.g. 0.10 for 10 %)")
     for spec in required or []:
@@ -65,65 +81,67 @@ def run_gate(
                 "require_arch",
                 f"{spec!r}: no file or kernel in either matrix's static section matches {pattern!r}",
             )
-    checks: list[Check] = []
+
+
+def _check_run_and_gpu(baseline: Matrix, current: Matrix) -> GateReport | None:
+    """Stop before comparing when the current run failed or the GPUs differ."""
     if current.run.status == "infra_failed":
-        checks.append(
-            Check(
-                "infra",
-                "probe run",
-                False,
-                f"the current probe run failed: {current.run.infra_error or 'infrastructure failure'}",
-            )
-        )
-        return GateReport(EXIT_INFRA, "probe infrastructure failed", checks)
+        reason = current.run.infra_error or "infrastructure failure"
+        check = Check("infra", "probe run", False, f"the current probe run failed: {reason}")
+        return GateReport(EXIT_INFRA, "probe infrastructure failed", [check])
     bg, cg = baseline.provenance.gpu, current.provenance.gpu
     if bg and cg and bg.sm is not None and cg.sm is not None and bg.sm != cg.sm:
-        checks.append(
-            Check(
-                "infra",
-                "gpu",
-                False,
-                f"the baseline was measured on sm_{bg.sm}, the current "
-                f"matrix on sm_{cg.sm}: gate compares one GPU with itself",
-            )
+        check = Check(
+            "infra",
+            "gpu",
+            False,
+            f"the baseline was measured on sm_{bg.sm}, the current "
+            f"matrix on sm_{cg.sm}: gate compares one GPU with itself",
         )
-        return GateReport(EXIT_NOTHING_TO_COMPARE, "different GPUs: nothing to compare", checks)
-    cmp = compare(baseline, current, models=models)
+        return GateReport(EXIT_NOTHING_TO_COMPARE, "different GPUs: nothing to compare", [check])
+    return None
+
+
+def _check_coverage(cmp: Comparison, required: list[str] | None, max_missing: float) -> GateReport | None:
+    """Stop when the current run measured too little, or when there is nothing to compare."""
     if cmp.baseline_cells and cmp.current_cells == 0 and not required:
-        checks.append(Check("infra", "cells", False, "the current matrix has no measured cells"))
-        return GateReport(EXIT_INFRA, "probe infrastructure failed", checks, cmp)
+        check = Check("infra", "cells", False, "the current matrix has no measured cells")
+        return GateReport(EXIT_INFRA, "probe infrastructure failed", [check], cmp)
     if cmp.baseline_cells:
         missing = sum(1 for c in cmp.cells if c.new is None and c.old is not None)
         if missing / cmp.baseline_cells > max_missing:
-            checks.append(
-                Check(
-                    "infra",
-                    "cells",
-                    False,
-                    f"{missing} of {cmp.baseline_cells} baseline cells are missing from the current "
-                    f"run (more than {max_missing:.0%}): the prober did not finish",
-                )
+            check = Check(
+                "infra",
+                "cells",
+                False,
+                f"{missing} of {cmp.baseline_cells} baseline cells are missing from the current "
+                f"run (more than {max_missing:.0%}): the prober did not finish",
             )
-            return GateReport(EXIT_INFRA, "probe infrastructure failed", checks, cmp)
+            return GateReport(EXIT_INFRA, "probe infrastructure failed", [check], cmp)
     if cmp.common_cells == 0 and not required and not cmp.recommendations:
-        return GateReport(EXIT_NOTHING_TO_COMPARE, "nothing to compare", checks, cmp)
+        return GateReport(EXIT_NOTHING_TO_COMPARE, "nothing to compare", [], cmp)
+    return None
+
+
+def _cell_checks(cmp: Comparison) -> list[Check]:
+    """One failed check per regressed or vanished cell, or one passing summary check."""
+    checks: list[Check] = []
     for ch in cmp.cells:
         if ch.regression:
-            checks.append(
-                Check(
-                    "cells",
-                    ch.id,
-                    False,
-                    f"{ch.id}: {ch.old} -> {ch.new}" + (f" ({ch.root_cause})" if ch.root_cause else ""),
-                )
-            )
+            cause = f" ({ch.root_cause})" if ch.root_cause else ""
+            checks.append(Check("cells", ch.id, False, f"{ch.id}: {ch.old} -> {ch.new}{cause}"))
         elif ch.old == "ok" and ch.new is None:
             checks.append(Check("cells", ch.id, False, f"{ch.id}: passed in the baseline, missing now"))
-    n_cell_regs = sum(1 for c in checks if c.group == "cells")
-    if not n_cell_regs:
+    if not checks:
         checks.append(
             Check("cells", "cells", True, f"{cmp.common_cells} common cells compared, none regressed")
         )
+    return checks
+
+
+def _arch_checks(baseline: Matrix, current: Matrix, required: list[str] | None) -> list[Check]:
+    """One check per ``--require-arch`` spec: is the arch still present in the current matrix?"""
+    checks: list[Check] = []
     for spec in required or []:
         arch, hits = require_arch(current, spec)
         _, old_hits = require_arch(baseline, spec)
@@ -134,37 +152,33 @@ def run_gate(
             checks.append(
                 Check("arch", spec, False, f"required {arch} missing from {spec.partition(':')[2]}{lost}")
             )
+    return checks
+
+
+def _recommendation_checks(cmp: Comparison, slowdown: float) -> list[Check]:
+    """One check per model recommendation: did it disappear or slow down past the threshold?"""
+    checks: list[Check] = []
     for rc in cmp.recommendations:
         old_pair, new_pair = rc.pair("old"), rc.pair("new")
         if old_pair and not new_pair:
-            checks.append(
-                Check(
-                    "recommendation",
-                    rc.model,
-                    False,
-                    f"{rc.model}: the recommendation disappeared (was {old_pair}; no working pair now)",
-                )
-            )
+            ok = False
+            msg = f"{rc.model}: the recommendation disappeared (was {old_pair}; no working pair now)"
         elif old_pair and new_pair and rc.slowdown is not None and rc.slowdown > slowdown:
-            checks.append(
-                Check(
-                    "recommendation",
-                    rc.model,
-                    False,
-                    f"{rc.model}: best pair {new_pair} is {rc.slowdown:.0%} slower than the baseline's "
-                    f"{old_pair} (threshold {slowdown:.0%})",
-                )
+            ok = False
+            msg = (
+                f"{rc.model}: best pair {new_pair} is {rc.slowdown:.0%} slower than the baseline's "
+                f"{old_pair} (threshold {slowdown:.0%})"
             )
         else:
+            ok = True
             extra = f", {rc.slowdown:+.1%} time" if rc.slowdown is not None else ""
-            checks.append(
-                Check(
-                    "recommendation",
-                    rc.model,
-                    True,
-                    f"{rc.model}: {old_pair or 'none'} -> {new_pair or 'none'}{extra}",
-                )
-            )
+            msg = f"{rc.model}: {old_pair or 'none'} -> {new_pair or 'none'}{extra}"
+        checks.append(Check("recommendation", rc.model, ok, msg))
+    return checks
+
+
+def _verdict(checks: list[Check], cmp: Comparison) -> GateReport:
+    """Exit 1 with the number of failed checks, or 0."""
     failed = [c for c in checks if not c.ok]
     if failed:
         return GateReport(EXIT_REGRESSION, f"{len(failed)} regression(s)", checks, cmp)
