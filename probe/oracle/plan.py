@@ -23,6 +23,11 @@ from probe.errors import DataFileError
 DEFAULT_TPS: tuple[int, ...] = (1, 2, 4)
 
 
+# The profile's activation as vLLM's model code hands it to FusedMoE: nemotron_h experts are non-gated
+# squared-ReLU (`activation_without_mul(config.mlp_hidden_act)` -> MoEActivation.RELU2_NO_MUL), not the
+# gated RELU2 that the gated kernels check for.
+VLLM_MOE_ACTIVATION = {"relu2": "relu2_no_mul"}
+
 @dataclass(frozen=True)
 class Target:
     sm: int
@@ -129,7 +134,7 @@ def moe_queries(profile: ModelProfile, tps: tuple[int, ...] = DEFAULT_TPS) -> li
                     top_k=moe.top_k,
                     hidden=moe.latent_size or profile.hidden_size,
                     intermediate=moe.intermediate,
-                    activation=moe.activation,
+                    activation=VLLM_MOE_ACTIVATION.get(moe.activation, moe.activation),
                     routing=routing_for(profile),
                     hf_quant_config=quantization_config(quant),
                 )
