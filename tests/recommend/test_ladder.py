@@ -63,12 +63,14 @@ def test_field_report_generalises_to_another_model():
 
 
 def test_no_backend_works_exits_3_with_vllms_refusals(probe_cli):
-    r = probe_cli("recommend", "--model", "nano", "--gpu", "sm_89", "--json")
+    # DeepSeek-V3's FP8 block-scaled experts on Turing: vLLM's own checks refuse every MoE backend.
+    r = probe_cli("recommend", "--model", "deepseek-v3", "--gpu", "sm_75", "--json")
     assert r.returncode == 3, r.stdout
     out = json.loads(r.stdout)
     assert any("no working moe backend" in w for w in out["warnings"])
-    marlin = next(e for e in out["evidence"] if e["id"].endswith("/nvfp4/marlin"))
-    assert "RELU2" in marlin["root_cause"] and marlin["note"].startswith("vllm/model_executor/")
+    triton = next(e for e in out["evidence"] if e["id"].endswith("/fp8_block/triton"))
+    assert "quantization scheme" in triton["root_cause"]
+    assert triton["note"].startswith("vllm/model_executor/layers/fused_moe/experts/triton_moe.py:")
 
 
 def test_every_profile_on_every_gpu_gets_an_answer_or_evidence():
