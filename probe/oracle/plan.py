@@ -28,6 +28,7 @@ DEFAULT_TPS: tuple[int, ...] = (1, 2, 4)
 # gated RELU2 that the gated kernels check for.
 VLLM_MOE_ACTIVATION = {"relu2": "relu2_no_mul"}
 
+
 @dataclass(frozen=True)
 class Target:
     sm: int
