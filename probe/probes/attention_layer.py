@@ -33,6 +33,7 @@ from probe.cells import ProbeContext
 from probe.probes.attention_paged import Batch, kv_cache_for, pick_block_size
 from probe.probes.common import result, skipped, unsupported
 from probe.probes.runtime import ensure_runtime as _ensure_runtime
+from probe.probes.runtime import time_ms as _time_ms
 
 LAYER = "model.layers.0.self_attn.attn"
 DEFAULT_PROMPTS = (96, 17, 160, 33)  # several requests, crossing block boundaries
@@ -147,22 +148,6 @@ def build_layer(params: dict[str, Any], cfg: Any, torch: Any) -> Any:
         layer.process_weights_after_loading(torch.bfloat16)
     layer._probe_sinks = extra.get("sinks")  # what the reference uses (the impl may convert its copy)
     return layer
-
-
-def _time_ms(fn: Any, torch: Any, warmup: int, iters: int) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return float(times[len(times) // 2])
 
 
 class _Run:

@@ -25,6 +25,7 @@ from probe.cells import MoeParams, ProbeContext
 from probe.probes.common import result, skipped, unsupported
 from probe.probes.introspect import selected_moe_backend
 from probe.probes.runtime import ensure_runtime as _ensure_runtime
+from probe.probes.runtime import time_ms as _time_ms
 from probe.sandbox import gpulock
 
 log = logging.getLogger(__name__)
@@ -195,22 +196,6 @@ def fill_parameters(module: Any, tensors: dict[str, Any], torch: Any) -> dict[st
             )
         notes["filled"].append(name)
     return notes
-
-
-def _time_ms(fn: Any, torch: Any, warmup: int, iters: int) -> float:
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
 
 
 def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""One-time vLLM runtime of a warm worker (inside the sandboxed child only): a world-size-1 distributed
-state (the TP / PP / DCP groups kernels and attention impls query) and vLLM's workspace manager."""
+"""What every GPU probe needs inside the sandboxed child: the one-time vLLM runtime of a warm worker (a
+world-size-1 distributed state, the TP / PP / DCP groups kernels and attention impls query, and vLLM's
+workspace manager) and the CUDA-event timer."""
 
 from __future__ import annotations
 
@@ -35,3 +36,20 @@ def ensure_runtime(torch: Any) -> None:
         if not is_workspace_manager_initialized():
             init_workspace_manager(torch.device("cuda:0"))
     _STATE["ready"] = True
+
+
+def time_ms(fn: Any, torch: Any, warmup: int, iters: int) -> float:
+    """Median CUDA-event time of ``fn`` in ms, after ``warmup`` untimed calls."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return float(times[len(times) // 2])
