@@ -17,9 +17,13 @@ Exit codes: 0 every cell ran (whatever its outcome), 5 some cells could not be r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from probe.cli.plan_args import add_plan_arguments, build_plan_from_args
@@ -274,27 +278,55 @@ def execute(args: argparse.Namespace) -> int:
         run_id=run_id,
         jit_timeout_s=args.jit_timeout,
     )
-    if args.warm_jit:
-        _warm_jit(args, specs, cfg)
     progress = _progress(sum(1 for s in specs if s.id not in journal.done_ids))
     started = journal.header.get("started_at") or datetime.now(timezone.utc).isoformat(timespec="seconds")
+    note = f"probe run {run_id}; plan {plan_hash(specs)}; journal {args.journal}; started {started}"
     try:
-        report = run_cells(specs, cfg, journal=journal, on_result=progress)
+        with _sigterm_as_interrupt():
+            if args.warm_jit:
+                _warm_jit(args, specs, cfg)
+            report = run_cells(specs, cfg, journal=journal, on_result=progress)
     except OSError as exc:
-        raise InfraError(f"the runner failed: {exc}") from exc
-    finally:
         journal.close()
-    plan_ids = {s.id for s in specs}
-    results = [r for r in journal.results if r.id in plan_ids]
-    _print_summary(results, len(specs), args.journal)
-    if args.output:
-        note = f"probe run {run_id}; plan {plan_hash(specs)}; journal {args.journal}; started {started}"
-        _write_matrix(args, results, len(specs), note=note)
+        raise InfraError(f"the runner failed: {exc}") from exc
+    except KeyboardInterrupt:
+        _finish(args, journal, specs, note + "; interrupted")
+        raise
+    _finish(args, journal, specs, note)
     if report.not_run:
         for cid, why in list(report.not_run.items())[:20]:
             print(f"not run: {cid}: {why}", file=sys.stderr)
         return EXIT_PARTIAL
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``timeout``, a CI job's cancel, a batch system) stops the run as Ctrl-C does: the cells in
+    flight are killed and left un-journaled (a resume re-runs them), never recorded as crashes."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _finish(args: argparse.Namespace, journal: Journal, specs: list[CellSpec], note: str) -> None:
+    """Close the journal, print the summary and write the matrix of what was measured (also after an
+    interrupt: the matrix then says ``partial``)."""
+    journal.close()
+    plan_ids = {s.id for s in specs}
+    results = [r for r in journal.results if r.id in plan_ids]
+    _print_summary(results, len(specs), args.journal)
+    if args.output:
+        _write_matrix(args, results, len(specs), note=note)
 
 
 def _warm_jit(args: argparse.Namespace, specs: list[CellSpec], cfg: Any) -> None:
@@ -311,7 +343,8 @@ def _warm_jit(args: argparse.Namespace, specs: list[CellSpec], cfg: Any) -> None
         return
     journal = Journal.open(f"{args.journal}.warm.jsonl", resume=True, run_meta={"run_id": f"{cfg.run_id}w"})
     try:
-        run_cells(warm, replace(cfg, jobs=len(warm), run_id=f"{cfg.run_id}w"), journal=journal,
+        jobs = min(len(warm), os.cpu_count() or 1)  # each compiles on its own core(s)
+        run_cells(warm, replace(cfg, jobs=jobs, run_id=f"{cfg.run_id}w"), journal=journal,
                   on_result=_progress(len(warm)))  # fmt: skip
     finally:
         journal.close()

@@ -301,9 +301,12 @@ def _measure(
     with gpulock.gpu_exclusive():
         timings["prefill_ms"] = _time_ms(fwd, torch, warmup, iters)
     ctx.phase("decode")
+    t0 = time.perf_counter()
     for i in range(steps):
         out, per_req, fwd = run.step([1] * len(prompts), gen)
         errors[f"decode{i + 1}"] = run.errors(out, per_req, sinks_np, window)[0]
+        if i == 0:
+            timings["first_decode_s"] = time.perf_counter() - t0  # may JIT-compile the decode kernels
     with gpulock.gpu_exclusive():
         timings["decode_ms"] = _time_ms(fwd, torch, warmup, iters)
     return timings, errors
@@ -329,12 +332,14 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
         built["details"].update(details)
         return built
     cfg, layer = built
+    timings_build = time.perf_counter() - t0  # EngineArgs -> VllmConfig, then the Attention layer
     details.update(_selected(layer))
     ctx.note("selected", details["selected_backend"])
     from vllm.config import set_current_vllm_config
 
     with set_current_vllm_config(cfg):
         timings, errors = _measure(layer, cfg, params, ctx, details)
+    timings["build_s"] = timings_build
     timings["cell_s"] = time.perf_counter() - t0
     details["errors"] = errors
     degraded = []

@@ -7,7 +7,7 @@ once, before the timed cells, and report where the JIT caches are and how big th
   A cold build took > 300 s on an H100 inside a timed MoE cell (issue 11).
 * Attention: each given attention-layer cell runs once untimed (``iters=1``): its first forward
   JIT-compiles whatever that backend needs (FlashInfer prefill / decode modules, Triton kernels,
-  FA4's CuTe-DSL kernels) into the caches the timed cells then load.
+  FLEX's inductor kernels, FA4's CuTe-DSL kernels) into the on-disk caches the timed cells then load.
 
 Params: ``flashinfer_moe`` (bool), ``attention_cells`` (list of attention-layer params).
 A failing module build raises (the sandbox classifies the ninja output as ``jit_failed``); a
@@ -41,33 +41,45 @@ def moe_spec_name(sm: int) -> str | None:
     return None
 
 
+# Attention backends whose first forward compiles code: FlashInfer's JIT modules, Triton kernels,
+# FLEX's inductor kernels, FA4's CuTe-DSL kernels (FLASH_ATTN fa_version 4). FA2 / FA3 ship compiled.
+_JIT_ATTENTION = {"FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION"}
+
+
+def compiles_on_first_forward(params: dict[str, Any]) -> bool:
+    """Whether an attention-layer cell's first forward JIT-compiles (so the pre-pass should warm it)."""
+    backend = str(params.get("backend", ""))
+    return backend in _JIT_ATTENTION or (backend == "FLASH_ATTN" and str(params.get("fa_version")) == "4")
+
+
+def _layout_tag(p: dict[str, Any]) -> str:
+    fa = f"/fa{p['fa_version']}" if p.get("fa_version") else ""
+    tag = f"{p.get('backend')}{fa}/h={p.get('num_heads')}/kv={p.get('num_kv_heads')}/d={p.get('head_dim')}"
+    return (
+        tag
+        + ("/sinks" if p.get("sinks") else "")
+        + (f"/sw={p['sliding_window']}" if p.get("sliding_window") else "")
+    )
+
+
 def warm_specs(specs: list[CellSpec]) -> list[CellSpec]:
     """The pre-pass cells for a plan, one per JIT module group so ``-j N`` builds them in parallel:
     the FlashInfer CUTLASS MoE module when a ``flashinfer_*`` MoE cell is planned, and one untimed run
-    per distinct FLASHINFER attention-layer layout. Run them (isolated, journal of their own: they are
-    not matrix cells) before the timed cells."""
+    per distinct (JIT-compiling attention backend, FA version, head layout) of the attention-layer
+    cells. Run them (isolated, journal of their own: they are not matrix cells) before the timed cells."""
     out: list[CellSpec] = []
     if any(s.kind == "moe" and str(s.params.get("backend", "")).startswith("flashinfer_") for s in specs):
         out.append(_warm_spec("warm/flashinfer-moe", {"flashinfer_moe": True}))
-    layouts: dict[tuple[Any, ...], dict[str, Any]] = {}
+    layouts: dict[str, dict[str, Any]] = {}
     for s in specs:
-        p = s.params
         if (
             s.kind == "attention"
-            and p.get("backend") == "FLASHINFER"
             and s.target.endswith("attention_layer:run")
+            and compiles_on_first_forward(s.params)
         ):
-            key = (
-                p.get("num_heads"),
-                p.get("num_kv_heads"),
-                p.get("head_dim"),
-                p.get("sinks"),
-                p.get("sliding_window"),
-            )
-            layouts.setdefault(key, dict(p))
-    for (h, kv, d, sinks, sw), p in layouts.items():
-        tag = f"h={h}/kv={kv}/d={d}" + ("/sinks" if sinks else "") + (f"/sw={sw}" if sw else "")
-        out.append(_warm_spec(f"warm/FLASHINFER/{tag}", {"attention_cells": [p]}))
+            layouts.setdefault(_layout_tag(s.params), dict(s.params))
+    for tag, p in layouts.items():
+        out.append(_warm_spec(f"warm/{tag}", {"attention_cells": [p]}))
     return out
 
 
@@ -93,12 +105,14 @@ def _build_flashinfer_moe(sm: int, out: dict[str, Any]) -> None:
     from flashinfer.jit import build_jit_specs
 
     spec = getattr(fused, name)()
+    aot = spec.aot_path if spec.aot_path.exists() else None  # shipped prebuilt (flashinfer-jit-cache / AOT)
     t0 = time.perf_counter()
     build_jit_specs([spec], verbose=False)
     out["flashinfer_moe"] = {
         "module": spec.name,
         "generator": name,
         "build_s": round(time.perf_counter() - t0, 1),
+        "prebuilt": str(aot) if aot else None,
     }
 
 

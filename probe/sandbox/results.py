@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from probe.cells import CellResult, CellSpec
 from probe.outcomes import Outcome
+from probe.sandbox import stacks
 from probe.sandbox.worker_proc import CellRun, WorkerKind
 
 if TYPE_CHECKING:
@@ -149,6 +150,9 @@ def _cause(run: CellRun, report: ChildReport, verdict: Verdict) -> tuple[Outcome
         hint = hint or _OOM_HINT
     if run.timed_out and not root_cause:
         root_cause = f"probe: no result after {run.wall_s:.0f} s (phase {run.phase or 'unknown'}); killed"
+        frames = stacks.cell_stack(run.capture.text())
+        if frames:
+            root_cause += f"; stuck at {stacks.stuck_at(frames)}"
     if run.died and not root_cause:
         how = f"was killed by {run.signal}" if run.signal else f"exited with code {run.exit_code}"
         root_cause = f"probe: the child {how} before reporting a result (phase {run.phase or 'unknown'})"
@@ -214,6 +218,10 @@ def build_result(spec: CellSpec, run: CellRun, worker: WorkerKind, excerpt_chars
     details.update(_gpu_details(run, spec.budget.gpus))
     hint = _probe_bug_hint(probe_bug_at, hint)
     phase = report.phase or run.phase or verdict.phase
+    if run.timed_out:
+        frames = stacks.cell_stack(run.capture.text())
+        if frames:
+            details["stack_at_timeout"] = frames
     if run.jit is not None:  # compile time, and "stopped while JIT-compiling ..." instead of a bare hang
         details.update(run.jit.details())
         jit_cause = run.jit.stopped_cause() if run.timed_out and outcome is Outcome.TIMEOUT else None

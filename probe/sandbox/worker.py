@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import faulthandler
 import gc
 import importlib
 import json
@@ -206,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     os.set_inheritable(args.cmd_fd, False)
     os.set_inheritable(args.evt_fd, False)
     channel = _Channel(args.evt_fd)
+    # a cell that hangs: the runner asks for every thread's Python stack before it kills us
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     token = os.environ.get(TOKEN_VAR, "")
     if args.parent:
         threading.Thread(

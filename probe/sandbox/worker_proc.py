@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from probe.cells import CellBudget, CellSpec
-from probe.sandbox import gpu_procs, gpulock, procs
+from probe.sandbox import gpu_procs, gpulock, procs, stacks
 from probe.sandbox.capture import HeadTail
 from probe.sandbox.config import RunnerConfig
 from probe.sandbox.grant import CellGrant
@@ -270,6 +270,8 @@ class WorkerProc:
                 if run.strays_killed:
                     log.info("cell %s left %d process(es) behind; killed", spec.id, len(run.strays_killed))
         else:
+            if run.timed_out:
+                self._dump_stacks(run)
             self._kill(run, term_first=not run.died)
         run.peak_rss = max(run.peak_rss, self.rusage_maxrss if self.kind == "isolated" else 0)
         if self.dead:  # the tree is gone: none of it may still hold a GPU
@@ -320,15 +322,34 @@ class WorkerProc:
             self._apply_events(run, spec.id)
             if run.done is not None:
                 return
+            # stop first: the prober's own interrupt sets it and then kills the worker, whose death
+            # must not be recorded as the cell's crash ("killed by SIGTERM")
+            if stop is not None and stop.is_set():
+                run.stopped = True
+                return
             if not sent or not self._evt_open or self.reap():
                 run.died = True
                 return
             if cell_timed_out(run, budget, time.monotonic(), deadline):
                 run.timed_out = True
                 return
-            if stop is not None and stop.is_set():
-                run.stopped = True
+
+    def _dump_stacks(self, run: CellRun, wait_s: float = 2.0) -> None:
+        """A hung cell: ask the worker for its threads' Python stacks (faulthandler, SIGUSR1) and read
+        them into the capture before the kill (``probe.sandbox.stacks`` parses them back out)."""
+        try:
+            os.kill(self.pid, signal.SIGUSR1)
+        except OSError:
+            return
+        before = run.capture.total
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and not self.reap():
+            self._read_out(run.capture)
+            if run.capture.total > before and stacks.DUMP_MARKER.encode() in run.capture.getvalue()[-4096:]:
+                time.sleep(0.1)  # the rest of the dump (every thread) follows at once
+                self._read_out(run.capture)
                 return
+            time.sleep(0.02)
 
     def _apply_events(self, run: CellRun, cell_id: str) -> None:
         events, self._pending_events = self._pending_events, []

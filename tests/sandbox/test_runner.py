@@ -124,6 +124,12 @@ def test_infinite_loop_times_out(cfg):
     assert r.signal == "SIGTERM"
     assert r.phase == "forward"
     assert r.wall_s >= 1.5
+    # the worker's Python stack, dumped on the runner's SIGUSR1 before the kill, says where it hung
+    assert (
+        "stuck at " in r.root_cause and "misbehave.py" in r.root_cause and r.root_cause.endswith(" in hang")
+    )
+    assert r.details["stack_at_timeout"][0].endswith(" in hang")
+    assert any(" in _run_cell" in f for f in r.details["stack_at_timeout"])
 
 
 @pytest.mark.parametrize("setsid", [False, True])

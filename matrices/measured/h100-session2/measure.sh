@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Issue 11, second H100 lease (2026-11-24): FlashInfer's CUTLASS MoE as a prebuilt (AOT) module, FA4 with
+# the CuTe-DSL version vLLM 0.26.0 pins, the attention matrix with the JIT pre-pass, engine pairs.
+#
+# Staging (parts carried one per call, copied to /tmp/stage): `PART_MB=44 WITH_FA2=1 bash
+# ../shared/devkit/vllm_prepare.sh` (p1-p6), plus p6-p8 with nvidia-cutlass-dsl 4.6.0 (+ libs-base,
+# libs-core, libs-cu13), quack-kernels 0.6.1, torch-c-dlpack-ext 0.1.5, nvidia-cuda-nvdisasm, pyelftools,
+# zstandard, lz4 (see README.md beside this file). Then, from the repository root, back to back:
+#   STEP=1 bash matrices/measured/h100-session2/measure.sh   # install; fused_moe_90 build (background);
+#                                                            # FA2 hang check; attention matrix, timed
+#   STEP=2 bash matrices/measured/h100-session2/measure.sh   # flashinfer_* MoE cells, engine pairs
+#   STEP=3 bash matrices/measured/h100-session2/measure.sh   # whatever is left (journals resume)
+# Everything lands in $W (default /tmp/s2); each step ends by packing $W into $OUT/s2-<step>.tar.gz.
+set -u
+W=${W:-/tmp/s2}; mkdir -p "$W"
+HERE=matrices/measured/h100-session2
+export PYTHONPATH="/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages:$PWD"  # pip --target skips .pth files
+export VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
+END=$((SECONDS + ${CAP_S:-560}))
+left() { echo $((END - SECONDS)); }
+log() { echo "[$(date +%T) +${SECONDS}s] $*" | tee -a "$W/steps.log"; }
+run_plan() {  # name plan jobs cap [extra probe-run args]
+  local name=$1 plan=$2 jobs=$3 cap=$4; shift 4
+  [ "$cap" -gt "$(left)" ] && cap=$(left)
+  [ "$cap" -lt 15 ] && { log "skip $name"; return; }
+  local t=$SECONDS
+  timeout -s INT -k 20 "$cap" python3 -m probe run --plan-file "$plan" --journal "$W/$name.jsonl" \
+    -o "$W/$name-matrix.json" -j "$jobs" --resume --jit-timeout 1200 "$@" > "$W/$name.log" 2>&1
+  log "$name rc=$? wall=$((SECONDS - t))s"
+}
+pack() { tar czf "$OUT/s2-$1.tar.gz" -C "$W" . 2>/dev/null; du -sh "$OUT"/*; }
+P=$W/plans
+python3 benchmarks/gpu_session_issue11.py --dry-run --out "$W" > /dev/null 2>&1
+python3 - "$P" <<'PY'
+import json, sys
+p = sys.argv[1]
+cells = json.load(open(f"{p}/plan-attention.json")) + json.load(open(f"{p}/plan-attention-fi.json"))
+json.dump(cells, open(f"{p}/plan-attention-all.json", "w"), indent=1)   # the whole attention matrix
+fa2 = [c for c in cells if c["id"] == "attention/FLASH_ATTN/fa2/h=32/kv=2/d=128"]
+for c in fa2:
+    c["timeout_s"] = 75.0
+    c["isolate"] = True
+json.dump(fa2, open(f"{p}/plan-fa2-check.json", "w"), indent=1)      # the cell held back last time
+eng = json.load(open(f"{p}/plan-engine.json"))
+def pair(model, quant, moe, attn):  # an engine cell like the issue-11 plan's, for another model
+    c = json.loads(json.dumps(eng[0]))
+    c["params"].update(model=model, quant=quant, moe_backend=moe, attention_backend=attn)
+    c["id"] = f"engine/{model}/{quant}/{moe}+{attn}"
+    return c
+# FLASHINFER attention in engines that can run it on sm_90 (no sinks, no MLA), and flashinfer_cutlass
+# MoE on an unquantized model (gpt-oss's MXFP4 and DeepSeek's FP8-block pairs are in the plan already)
+eng += [pair("qwen3-30b-a3b", "bf16", "auto", "FLASHINFER"),
+        pair("nemotron-3-nano-30b-a3b", "nvfp4", "auto", "FLASHINFER"),
+        pair("qwen3.5-122b-a10b", "nvfp4", "auto", "FLASHINFER"),
+        pair("qwen3-30b-a3b", "bf16", "flashinfer_cutlass", "FLASHINFER"),
+        pair("qwen3-30b-a3b", "bf16", "flashinfer_cutlass", "auto")]
+auto = [c for c in eng if "/auto+" in c["id"]]  # FLASHINFER(_MLA) attention, vLLM's own MoE choice
+json.dump(auto, open(f"{p}/plan-engine-attn.json", "w"), indent=1)
+json.dump([c for c in eng if c not in auto], open(f"{p}/plan-engine-fi.json", "w"), indent=1)
+PY
+
+case "${STEP:-1}" in
+1)
+  log "install"
+  . /tmp/stage/p8/vllm_device_install.sh > "$W/install.log" 2>&1 || { cat "$W/install.log"; exit 1; }
+  export PYTHONPATH="/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages:$PWD"
+  python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import gpu_session_issue11 as g; exec(g.ENV_CODE)" \
+    "$W/env.json" 2>> "$W/steps.log"
+  python3 -c "import cutlass.cute, quack, flashinfer; print('cute-dsl + quack + flashinfer import ok')" >> "$W/steps.log" 2>&1
+  # FlashInfer's fused_moe_90: the carried objects + the rest compiled here, linked, installed as AOT.
+  # Detached (setsid) so it goes on across calls; niced so the timed cells keep their CPU.
+  setsid nohup nice -n 10 python3 "$HERE/fi_aot.py" build --objects .stage/fi/objects.tar.xz --jobs 12 \
+    --report "$W/fi_aot.json" > "$W/fi_aot.log" 2>&1 < /dev/null &
+  log "fi_aot build started"
+  run_plan fa2-check "$P/plan-fa2-check.json" 1 100 &
+  FA2=$!
+  T0=$SECONDS
+  run_plan attention "$P/plan-attention-all.json" 2 400 --warm-jit
+  log "attention matrix (warm pre-pass + 24 cells, -j 2): $((SECONDS - T0)) s"
+  wait "$FA2"
+  run_plan engine-attn "$P/plan-engine-attn.json" 1 "$(left)"   # FLASHINFER attention in whole engines
+  ;;
+2)
+  for _ in $(seq 1 40); do [ -s "$W/fi_aot.json" ] && break; sleep 5; done
+  log "fi_aot: $(tail -1 "$W/fi_aot.log")"
+  run_plan moe "$P/plan-moe.json" 2 330 --warm-jit
+  run_plan engine-fi "$P/plan-engine-fi.json" 1 "$(left)"   # flashinfer_cutlass MoE in whole engines
+  ;;
+3)
+  run_plan moe "$P/plan-moe.json" 2 200
+  run_plan engine-fi "$P/plan-engine-fi.json" 1 200
+  run_plan engine-attn "$P/plan-engine-attn.json" 1 120
+  run_plan attention "$P/plan-attention-all.json" 2 "$(left)"
+  ;;
+esac
+du -sh ~/.cache/flashinfer ~/.triton ~/.cache/vllm 2>/dev/null >> "$W/steps.log"
+pack "${STEP:-1}"
+cat "$W/steps.log"
