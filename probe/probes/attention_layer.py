@@ -265,6 +265,16 @@ def _selected(layer: Any) -> dict[str, Any]:
     }
 
 
+def _ptx_jit(details: dict[str, Any], torch: Any) -> str | None:
+    """Why the first launches will JIT-compile PTX in the driver (FlashAttention without SASS here)."""
+    from probe.probes.ptxjit import fa_ptx_jit
+
+    if not details.get("fa_version"):
+        return None
+    major, minor = torch.cuda.get_device_capability(0)
+    return fa_ptx_jit(details["fa_version"], major * 10 + minor)
+
+
 def _measure(
     layer: Any, cfg: Any, params: dict[str, Any], ctx: ProbeContext, details: dict[str, Any]
 ) -> tuple[dict[str, float], dict[str, float]]:
@@ -292,21 +302,26 @@ def _measure(
     gen = torch.Generator().manual_seed(seed)
     timings: dict[str, float] = {}
     errors: dict[str, float] = {}
-    ctx.phase("prefill")  # the first call may JIT-compile (FlashInfer, Triton, CuTe-DSL): unlocked
+    # the first call may JIT-compile (FlashInfer, Triton, CuTe-DSL: compiler processes the runner sees;
+    # the driver's PTX JIT: in-process, so declared as phase "jit"): unlocked
+    jit = details.get("ptx_jit")
+    ctx.phase("jit" if jit else "prefill")
     t0 = time.perf_counter()
     out, per_req, fwd = run.step(prompts, gen)
     timings["first_forward_s"] = time.perf_counter() - t0
+    ctx.phase("prefill")
     errors["prefill"], control = run.errors(out, per_req, sinks_np, window)
     details["control_errors"] = {"noncausal_prefill": control}
     with gpulock.gpu_exclusive():
         timings["prefill_ms"] = _time_ms(fwd, torch, warmup, iters)
-    ctx.phase("decode")
+    ctx.phase("jit" if jit else "decode")
     t0 = time.perf_counter()
     for i in range(steps):
         out, per_req, fwd = run.step([1] * len(prompts), gen)
         errors[f"decode{i + 1}"] = run.errors(out, per_req, sinks_np, window)[0]
         if i == 0:
             timings["first_decode_s"] = time.perf_counter() - t0  # may JIT-compile the decode kernels
+            ctx.phase("decode")
     with gpulock.gpu_exclusive():
         timings["decode_ms"] = _time_ms(fwd, torch, warmup, iters)
     return timings, errors
@@ -335,6 +350,10 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
     timings_build = time.perf_counter() - t0  # EngineArgs -> VllmConfig, then the Attention layer
     details.update(_selected(layer))
     ctx.note("selected", details["selected_backend"])
+    ptx = _ptx_jit(details, torch)
+    if ptx:
+        details["ptx_jit"] = ptx
+        ctx.note("jit", ptx)
     from vllm.config import set_current_vllm_config
 
     with set_current_vllm_config(cfg):
@@ -342,7 +361,7 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
     timings["build_s"] = timings_build
     timings["cell_s"] = time.perf_counter() - t0
     details["errors"] = errors
-    degraded = []
+    degraded = [f"PTX JIT instead of SASS: {details['ptx_jit']}"] if details.get("ptx_jit") else []
     asked, ran = params.get("fa_version"), details.get("fa_version")
     if asked and ran and int(asked) != int(ran):
         degraded.append(f"asked for FlashAttention {asked}, vLLM ran FlashAttention {ran}")
@@ -357,4 +376,7 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
             details=details,
             degraded=degraded,
         )
-    return result("ok", None, timings=timings, ref_error=worst, details=details, degraded=degraded)
+    from probe.probes.ptxjit import DRIVER_CACHE_HINT
+
+    hint = DRIVER_CACHE_HINT if details.get("ptx_jit") else None
+    return result("ok", None, timings=timings, ref_error=worst, details=details, degraded=degraded, hint=hint)

@@ -140,6 +140,7 @@ class CompileWatch:
     _partial: bytes = b""
     _patterns: list[re.Pattern[str]] | None = None
     _seen: int = 0  # bytes of the capture already fed
+    _declared: str | None = None  # the child's own "compiling in-process" (phase jit)
     min_interval_s: float = 0.5  # update(): /proc is read at most this often
 
     # -- feeding -----------------------------------------------------------------------------------
@@ -190,17 +191,26 @@ class CompileWatch:
         self.feed_output(data[-new:] if new < len(data) else data, now)
         self._seen = int(capture.total)
 
-    def update(self, pids: Iterable[int], capture: Any, now: float | None = None) -> None:
-        """The runner's one call per loop turn: new output, and (rate-limited) the process tree."""
+    def update(
+        self, pids: Iterable[int], capture: Any, now: float | None = None, declared: str | None = None
+    ) -> None:
+        """The runner's one call per loop turn: new output, and (rate-limited) the process tree.
+        ``declared``: the child says it is compiling in-process (phase ``jit``: the CUDA driver's PTX
+        JIT, which shows no compiler process and no log line); the text says what."""
         now = self.clock() if now is None else now
         self.observe(capture, now)
+        self._declared = declared
+        if declared:
+            self.tools.add("driver")
+            if declared not in self.what and len(self.what) < _MAX_WHAT:
+                self.what.append(declared)
         if self._last_tick is None or now - self._last_tick >= self.min_interval_s:
             self.sample(pids, now)
 
     # -- asking ------------------------------------------------------------------------------------
     def _active(self, now: float) -> bool:
         recent_line = self._last_line_t is not None and now - self._last_line_t <= self.linger_s
-        return bool(self._procs_now) or recent_line
+        return bool(self._procs_now) or recent_line or bool(self._declared)
 
     def compiling_now(self, now: float | None = None) -> bool:
         return self._active(self.clock() if now is None else now)
@@ -210,6 +220,8 @@ class CompileWatch:
 
     def last_activity(self) -> str | None:
         """A short description of the latest compile evidence (processes, else the JIT log line)."""
+        if self._declared:
+            return self._declared
         if self._procs_now:
             names = sorted(set(self._procs_now))
             return ", ".join(names) + (f" building {', '.join(self.what[-3:])}" if self.what else "")

@@ -79,7 +79,10 @@ def cell_timed_out(run: CellRun, budget: CellBudget, now: float, deadline: float
     ``--jit-timeout``."""
     if run.jit is None:
         return now >= deadline
-    run.jit.update(run.tree_pids, run.capture, now)
+    declared = None
+    if run.phase == "jit":  # the child compiles in-process (e.g. the driver's PTX JIT) and says what
+        declared = str(run.notes.get("jit") or "in-process JIT (declared by the probe)")
+    run.jit.update(run.tree_pids, run.capture, now, declared=declared)
     return now >= run.jit.deadline(deadline)
 
 

@@ -3,7 +3,8 @@
 Run on a GPU machine:  python3 -m pytest -q -s -m gpu tests/sandbox/test_gpu_faults.py
 Each test prints what it saw (outcome, root cause, degraded). Expected on sm_90 (H100/H200):
 sm_80-only SASS -> no_kernel_image; sm_90a SASS -> ok; PTX-only compute_80 -> ok + degraded (JIT);
-planted illegal address -> device_fault; planted __trap() -> device_fault.
+planted illegal address -> device_fault; planted __trap() -> device_fault; a kernel that never
+finishes -> timeout, with the Python stack of the hung cell in the root cause.
 """
 
 from __future__ import annotations
@@ -66,13 +67,13 @@ def build(tmp_path_factory):
     return _build
 
 
-def _run(exe: Path, mode: str):
+def _run(exe: Path, mode: str, timeout_s: float = 180):
     cell = CellSpec(
         id=f"{exe.name}/{mode}",
         kind="fixture",
         target="tests.sandbox.cuda.fixture:run",
         params={"exe": str(exe), "mode": mode},
-        timeout_s=180,
+        timeout_s=timeout_s,
         isolate=True,
     )
     rep = run_cells([cell], RunnerConfig(run_id=f"g{uuid.uuid4().hex[:8]}", grace_s=2))
@@ -123,3 +124,12 @@ def test_ptx_only_runs_via_jit_and_is_degraded(build):
 def test_planted_fault_is_device_fault(build, mode):
     r = _run(build(f"native{CC}", native(CC)), mode)
     assert r.outcome is Outcome.DEVICE_FAULT, (r.root_cause, r.log_excerpt)
+
+
+@needs_gpu
+@needs_nvcc
+def test_kernel_that_never_finishes_is_a_timeout_with_its_stack(build):
+    r = _run(build(f"native{CC}", native(CC)), "spin", timeout_s=15)
+    assert r.outcome is Outcome.TIMEOUT, (r.root_cause, r.log_excerpt)
+    assert "stuck at " in r.root_cause
+    assert any("fixture.py" in f and " in run" in f for f in r.details["stack_at_timeout"])

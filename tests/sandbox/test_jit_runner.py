@@ -44,3 +44,16 @@ def test_a_hang_without_a_compiler_keeps_the_plain_limit(cfg):
 def test_jit_budget_off(cfg):
     r = _one(cfg, "compiles", timeout_s=1.0, jit_timeout_s=0.0, compile_s=60)
     assert r.outcome is Outcome.TIMEOUT and r.wall_s < 20
+
+
+def test_an_in_process_jit_declared_by_the_probe_gets_the_jit_budget(cfg):
+    r = _one(cfg, "driver_jit", timeout_s=1.0, jit_timeout_s=60.0, jit_s=4)
+    assert r.outcome is Outcome.OK, r.root_cause
+    assert r.details["compile_s"] >= 2.5 and r.details["jit_tools"] == ["driver"]
+    assert r.details["jit_targets"] == ["driver JIT of compute_80 PTX (fixture)"]
+
+
+def test_a_declared_jit_past_its_budget_names_what_it_compiled(cfg):
+    r = _one(cfg, "driver_jit", timeout_s=1.0, jit_timeout_s=2.0, jit_s=60)
+    assert r.outcome is Outcome.TIMEOUT and r.phase == "jit"
+    assert "driver JIT of compute_80 PTX (fixture)" in r.root_cause

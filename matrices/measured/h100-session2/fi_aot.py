@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -40,13 +41,30 @@ def _spec(generator: str) -> Any:
 GENERATOR = "flashinfer.jit.fused_moe:gen_cutlass_fused_moe_sm90_module"
 
 
-def _cublas_include() -> str | None:
-    """nvidia-cublas's headers (cublasLt.h), which the module includes and a bare toolkit may lack."""
-    for p in sys.path:
-        inc = Path(p) / "nvidia" / "cu13" / "include"
-        if (inc / "cublasLt.h").exists():
-            return str(inc)
-    return None
+def _include_path() -> str | None:
+    """CPATH for the host compiler: the toolkit's headers, then nvidia-cublas's (cublasLt.h, which the
+    module includes and a bare toolkit may lack)."""
+    nvcc = shutil.which("nvcc")
+    homes = [os.environ.get("CUDA_HOME"), nvcc and str(Path(nvcc).resolve().parents[1]), "/usr/local/cuda"]
+    incs = [Path(h) / "include" for h in homes if h]
+    dirs = list(dict.fromkeys(d for d in incs if (d / "cuda.h").exists()))
+    if not any((d / "cublasLt.h").exists() for d in dirs):  # only the cuBLAS headers: the rest of that
+        only = Path(tempfile.mkdtemp(prefix="fi_aot_cublas_"))  # folder would shadow the toolkit's
+        for p in sys.path:
+            for h in (Path(p) / "nvidia" / "cu13" / "include").glob("cublas*.h"):
+                (only / h.name).symlink_to(h)
+        dirs.append(only)
+    found = [str(d) for d in dirs if d.is_dir()]
+    return os.pathsep.join(found) if found else None
+
+
+def _ninja() -> str:
+    found = shutil.which("ninja")
+    if found:
+        return found
+    import ninja  # the pip package (FlashInfer's dependency) when no ninja is on PATH
+
+    return str(Path(ninja.BIN_DIR) / "ninja")
 
 
 def commands(spec: Any) -> list[str]:
@@ -54,7 +72,7 @@ def commands(spec: Any) -> list[str]:
     spec.write_ninja()
     so = str(spec.build_dir / f"{spec.name}.so")
     out = subprocess.run(
-        ["ninja", "-C", str(spec.build_dir), "-f", str(spec.ninja_path), "-t", "commands", so],
+        [_ninja(), "-C", str(spec.build_dir), "-f", str(spec.ninja_path), "-t", "commands", so],
         check=True, capture_output=True, text=True,
     )  # fmt: skip
     return [ln.strip() for ln in out.stdout.splitlines() if ln.strip()]
@@ -65,10 +83,14 @@ def output_of(cmd: str) -> str:
     return args[args.index("-o") + 1]
 
 
+DONE = "fi_aot.done"  # names of the objects this script has compiled completely, one per line
+
+
 def finished_objects(build_dir: Path) -> list[Path]:
-    """Objects ninja has finished (in ``.ninja_log``; a compile in flight may have left a partial file)."""
+    """Objects finished by ninja (``.ninja_log``) or by this script (``fi_aot.done``); a compile in
+    flight may have left a partial file, which is not packed."""
     log = build_dir / ".ninja_log"
-    done = set()
+    done = set((build_dir / DONE).read_text().split()) if (build_dir / DONE).exists() else set()
     if log.exists():
         for line in log.read_text().splitlines()[1:]:
             parts = line.split("\t")
@@ -91,17 +113,20 @@ def _compile(cmd: str, env: dict[str, str]) -> tuple[str, float, int, str]:
     return output_of(cmd), time.perf_counter() - t0, r.returncode, (r.stdout + r.stderr)[-3000:]
 
 
-def build(spec: Any, objects: str | None, jobs: int, report: str | None) -> int:
+def build(spec: Any, objects: str | None, jobs: int, report: str | None, reverse: bool = False) -> int:
     cmds = commands(spec)
     *compiles, link = cmds
-    carried = set()
-    if objects:
+    carried = {p.name for p in finished_objects(spec.build_dir)}  # compiled here before
+    if objects and Path(objects).exists():
         with tarfile.open(objects, "r:xz") as tar:
             tar.extractall(spec.build_dir)  # our own archive
-            carried = {m.name for m in tar.getmembers()}
+            carried |= {m.name for m in tar.getmembers()}
+        (spec.build_dir / DONE).write_text("".join(f"{n}\n" for n in sorted(carried)))
     todo = [c for c in compiles if Path(output_of(c)).name not in carried]
+    if reverse:  # two hosts at once: one from each end of the list
+        todo.reverse()
     env = dict(os.environ)
-    inc = _cublas_include()
+    inc = _include_path()
     if inc:
         env["CPATH"] = inc + (os.pathsep + env["CPATH"] if env.get("CPATH") else "")
     print(f"{len(compiles)} objects: {len(carried)} carried, {len(todo)} to compile, {jobs} jobs", flush=True)
@@ -110,6 +135,9 @@ def build(spec: Any, objects: str | None, jobs: int, report: str | None) -> int:
     with ThreadPoolExecutor(jobs) as pool:
         for out, secs, rc, log in pool.map(lambda c: _compile(c, env), todo):
             done.append({"object": Path(out).name, "s": round(secs, 1), "rc": rc})
+            if rc == 0:
+                with open(spec.build_dir / DONE, "a") as f:
+                    f.write(Path(out).name + "\n")
             print(f"[{len(done)}/{len(todo)}] rc={rc} {secs:.0f}s {Path(out).name}", flush=True)
             if rc:
                 print(log, flush=True)
@@ -147,13 +175,14 @@ def main() -> int:
     b.add_argument("--objects", help="archive from `objects --pack`")
     b.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     b.add_argument("--report", help="write per-object compile times here (JSON)")
+    b.add_argument("--reverse", action="store_true", help="compile from the end of the list")
     ap.add_argument("--generator", default=GENERATOR, help="FlashInfer JitSpec generator (module:function)")
     args = ap.parse_args()
     spec = _spec(args.generator)
     if args.verb == "objects":
         pack(spec, args.pack)
         return 0
-    return build(spec, args.objects, args.jobs, args.report)
+    return build(spec, args.objects, args.jobs, args.report, args.reverse)
 
 
 if __name__ == "__main__":

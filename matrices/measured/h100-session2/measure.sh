@@ -15,6 +15,7 @@ set -u
 W=${W:-/tmp/s2}; mkdir -p "$W"
 HERE=matrices/measured/h100-session2
 export PYTHONPATH="/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages:$PWD"  # pip --target skips .pth files
+export PATH="/tmp/site/bin:$PATH"
 export VLLM_USE_FLASHINFER_SAMPLER=0 VLLM_NO_USAGE_STATS=1 HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 END=$((SECONDS + ${CAP_S:-560}))
 left() { echo $((END - SECONDS)); }
@@ -28,8 +29,15 @@ run_plan() {  # name plan jobs cap [extra probe-run args]
     -o "$W/$name-matrix.json" -j "$jobs" --resume --jit-timeout 1200 "$@" > "$W/$name.log" 2>&1
   log "$name rc=$? wall=$((SECONDS - t))s"
 }
-pack() { tar czf "$OUT/s2-$1.tar.gz" -C "$W" . 2>/dev/null; du -sh "$OUT"/*; }
+pack() {  # results, and the fused_moe_90 objects compiled here so far (a later lease carries them back)
+  tar czf "$OUT/s2-$1.tar.gz" -C "$W" . 2>/dev/null
+  timeout 150 python3 "$HERE/fi_aot.py" objects --pack "/tmp/fi-objects-$1.tar.xz" >> "$W/steps.log" 2>&1 &&
+    split -b 15M "/tmp/fi-objects-$1.tar.xz" "$OUT/fi-objects-$1.tar.xz.part-"   # files come back <= 16 MiB
+  ls -la "$OUT"
+}
+
 P=$W/plans
+plans() {  # the plan files (needs the staged packages: pydantic)
 python3 benchmarks/gpu_session_issue11.py --dry-run --out "$W" > /dev/null 2>&1
 python3 - "$P" <<'PY'
 import json, sys
@@ -58,29 +66,37 @@ auto = [c for c in eng if "/auto+" in c["id"]]  # FLASHINFER(_MLA) attention, vL
 json.dump(auto, open(f"{p}/plan-engine-attn.json", "w"), indent=1)
 json.dump([c for c in eng if c not in auto], open(f"{p}/plan-engine-fi.json", "w"), indent=1)
 PY
+}
+[ -s "$P/plan-attention-all.json" ] || [ "${STEP:-1}" = 1 ] || plans
 
 case "${STEP:-1}" in
 1)
   log "install"
-  . /tmp/stage/p8/vllm_device_install.sh > "$W/install.log" 2>&1 || { cat "$W/install.log"; exit 1; }
+  [ -d /tmp/site/vllm ] || . /tmp/stage/p8/vllm_device_install.sh > "$W/install.log" 2>&1 || { cat "$W/install.log"; exit 1; }
   export PYTHONPATH="/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages:$PWD"
   python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import gpu_session_issue11 as g; exec(g.ENV_CODE)" \
     "$W/env.json" 2>> "$W/steps.log"
+  plans
   python3 -c "import cutlass.cute, quack, flashinfer; print('cute-dsl + quack + flashinfer import ok')" >> "$W/steps.log" 2>&1
   # FlashInfer's fused_moe_90: the carried objects + the rest compiled here, linked, installed as AOT.
   # Detached (setsid) so it goes on across calls; niced so the timed cells keep their CPU.
-  setsid nohup nice -n 10 python3 "$HERE/fi_aot.py" build --objects .stage/fi/objects.tar.xz --jobs 12 \
-    --report "$W/fi_aot.json" > "$W/fi_aot.log" 2>&1 < /dev/null &
+  [ -e "$W/fi_aot.log" ] || setsid -f nohup nice -n 10 python3 "$HERE/fi_aot.py" build --objects .stage/fi/objects.tar.xz --jobs 12 \
+    --report "$W/fi_aot.json" > "$W/fi_aot.log" 2>&1 < /dev/null
   log "fi_aot build started"
   run_plan fa2-check "$P/plan-fa2-check.json" 1 100 &
   FA2=$!
   T0=$SECONDS
   run_plan attention "$P/plan-attention-all.json" 2 400 --warm-jit
   log "attention matrix (warm pre-pass + 24 cells, -j 2): $((SECONDS - T0)) s"
+  python3 benchmarks/attention_stats.py "$W/attention.jsonl" "$W/attention.jsonl.warm.jsonl" > "$W/attention-stats.json"
   wait "$FA2"
   run_plan engine-attn "$P/plan-engine-attn.json" 1 "$(left)"   # FLASHINFER attention in whole engines
   ;;
 2)
+  (python3 -m pytest -q -m gpu -p no:cacheprovider tests/sandbox/test_gpu_faults.py tests/probes/test_attention_layer.py \
+     tests/probes/test_gpu_probes.py tests/arch/test_gpu_loadability.py > "$W/gpu-tests.log" 2>&1
+   echo "rc=$?" >> "$W/gpu-tests.log") &
+  TESTS=$!
   for _ in $(seq 1 40); do [ -s "$W/fi_aot.json" ] && break; sleep 5; done
   log "fi_aot: $(tail -1 "$W/fi_aot.log")"
   run_plan moe "$P/plan-moe.json" 2 330 --warm-jit
@@ -93,6 +109,7 @@ case "${STEP:-1}" in
   run_plan attention "$P/plan-attention-all.json" 2 "$(left)"
   ;;
 esac
+[ -n "${TESTS:-}" ] && wait "$TESTS"
 du -sh ~/.cache/flashinfer ~/.triton ~/.cache/vllm 2>/dev/null >> "$W/steps.log"
 pack "${STEP:-1}"
 cat "$W/steps.log"

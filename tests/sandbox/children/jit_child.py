@@ -30,3 +30,14 @@ def hangs(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     ctx.phase("forward")
     subprocess.run(["sleep", str(params.get("sleep_s", 30))], check=True)
     return {}
+
+
+def driver_jit(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """In-process compiling (the CUDA driver's PTX JIT): no process, no log line; the probe declares it."""
+    import time
+
+    ctx.note("jit", "driver JIT of compute_80 PTX (fixture)")
+    ctx.phase("jit")
+    time.sleep(float(params.get("jit_s", 3)))
+    ctx.phase("forward")
+    return {"details": {"compiled": True}}

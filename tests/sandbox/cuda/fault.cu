@@ -1,5 +1,5 @@
 // GPU fault fixtures for the sandbox classifier tests (tests/sandbox/test_gpu_faults.py).
-// Usage: fault ok|illegal|trap
+// Usage: fault ok|illegal|trap|spin   (spin: a kernel that never finishes, for the hang test)
 // Prints CUDA errors the way CUDA programs usually do ("CUDA error: <string> (<name>)") and exits 1.
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +19,11 @@ __global__ void illegal(int *out) {
 __global__ void trap(int *out) {
   if (threadIdx.x == 0) out[0] = 1;
   __trap();
+}
+
+__global__ void spin(volatile int *flag) {
+  while (flag[0] == 0) {
+  }
 }
 
 static int check(cudaError_t err, const char *what) {
@@ -48,7 +53,12 @@ int main(int argc, char **argv) {
   const int n = 1024;
   int *d = nullptr;
   if (check(cudaMalloc(&d, n * sizeof(int)), "cudaMalloc")) return 1;
-  if (std::strcmp(mode, "illegal") == 0) illegal<<<1, 32>>>(d);
+  if (check(cudaMemset(d, 0, n * sizeof(int)), "cudaMemset")) return 1;
+  if (std::strcmp(mode, "spin") == 0) {
+    std::printf("launching a kernel that never finishes\n");
+    std::fflush(stdout);
+    spin<<<1, 1>>>(d);
+  } else if (std::strcmp(mode, "illegal") == 0) illegal<<<1, 32>>>(d);
   else if (std::strcmp(mode, "trap") == 0) trap<<<1, 32>>>(d);
   else fill<<<(n + 255) / 256, 256>>>(d, n);
   if (check(cudaGetLastError(), "launch")) return 1;
