@@ -58,6 +58,19 @@ def _include_path() -> str | None:
     return os.pathsep.join(found) if found else None
 
 
+def _library_path() -> str | None:
+    """LIBRARY_PATH fallback for the link: unversioned links to the pip CUDA libraries (nvidia-cuda-nvrtc
+    ships only ``libnvrtc.so.13``), searched after the toolkit's ``-L`` folders."""
+    links = Path(tempfile.mkdtemp(prefix="fi_aot_lib_"))
+    for p in sys.path:
+        for name in ("nvrtc", "cudart"):
+            for lib in sorted((Path(p) / "nvidia" / "cu13" / "lib").glob(f"lib{name}.so.*")):
+                target = links / f"lib{name}.so"
+                if not target.exists() and lib.name.count(".") == 2:  # libX.so.13, not libX.so.13.0.88
+                    target.symlink_to(lib)
+    return str(links) if any(links.iterdir()) else None
+
+
 def _ninja() -> str:
     found = shutil.which("ninja")
     if found:
@@ -149,6 +162,9 @@ def build(spec: Any, objects: str | None, jobs: int, report: str | None, reverse
         "compile_wall_s": round(time.perf_counter() - t0, 1),
         "objects": done,
     }
+    libs = _library_path()
+    if libs:
+        env["LIBRARY_PATH"] = env["LIBRARY_PATH"] + os.pathsep + libs if env.get("LIBRARY_PATH") else libs
     if not failed:
         t1 = time.perf_counter()
         r = subprocess.run(link, shell=True, env=env, capture_output=True, text=True)
