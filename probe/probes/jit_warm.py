@@ -42,14 +42,16 @@ def moe_spec_name(sm: int) -> str | None:
 
 
 # Attention backends whose first forward compiles code: FlashInfer's JIT modules, Triton kernels,
-# FLEX's inductor kernels, FA4's CuTe-DSL kernels (FLASH_ATTN fa_version 4). FA2 / FA3 ship compiled.
-_JIT_ATTENTION = {"FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION"}
+# FLEX's inductor kernels, FA4's CuTe-DSL kernels; and FA2 / FA3, which ship compiled but may carry no
+# SASS for the GPU (vLLM 0.26.0's FA2 on sm_90): the driver then JIT-compiles their PTX at the first
+# launch, for minutes. Whether it does is known only in the child (probes/ptxjit.py); a warm run of a
+# module that has SASS costs about a second, so the pre-pass warms every FLASH_ATTN layout.
+_JIT_ATTENTION = {"FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "FLASH_ATTN"}
 
 
 def compiles_on_first_forward(params: dict[str, Any]) -> bool:
-    """Whether an attention-layer cell's first forward JIT-compiles (so the pre-pass should warm it)."""
-    backend = str(params.get("backend", ""))
-    return backend in _JIT_ATTENTION or (backend == "FLASH_ATTN" and str(params.get("fa_version")) == "4")
+    """Whether an attention-layer cell's first forward may JIT-compile (so the pre-pass warms it)."""
+    return str(params.get("backend", "")) in _JIT_ATTENTION
 
 
 def _layout_tag(p: dict[str, Any]) -> str:

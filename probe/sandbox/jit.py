@@ -273,6 +273,7 @@ def cache_dirs(env: dict[str, str] | None = None, home: str | None = None) -> di
         "torch_inductor": Path(env.get("TORCHINDUCTOR_CACHE_DIR") or f"/tmp/torchinductor_{user}"),
         "torch_extensions": Path(env.get("TORCH_EXTENSIONS_DIR") or home_dir / ".cache" / "torch_extensions"),
         "cute_dsl": Path(env.get("CUTE_DSL_CACHE_DIR") or f"/tmp/{user}/cutlass_python_cache"),
+        "cuda_driver": Path(env.get("CUDA_CACHE_PATH") or home_dir / ".nv" / "ComputeCache"),  # PTX JIT
     }
 
 

@@ -86,6 +86,9 @@ def cell_timed_out(run: CellRun, budget: CellBudget, now: float, deadline: float
     return now >= run.jit.deadline(deadline)
 
 
+DRIVER_JIT_CACHE_BYTES = str(4 << 30)
+
+
 def _child_env(cfg: RunnerConfig, env: dict[str, str], token: str) -> dict[str, str]:
     base = dict(cfg.base_env if cfg.base_env is not None else os.environ)
     base.update(env)
@@ -95,6 +98,10 @@ def _child_env(cfg: RunnerConfig, env: dict[str, str], token: str) -> dict[str, 
         base[gpulock.ENV_VAR] = cfg.gpu_lock_dir
     base.setdefault("PYTHONUNBUFFERED", "1")
     base.setdefault("PYTHONFAULTHANDLER", "1")
+    # the driver's PTX-JIT cache (~/.nv/ComputeCache) drops what exceeds its size cap (256 MiB by
+    # default); a module JIT-compiled from PTX (FA2 on sm_90) must stay cached from the warm pre-pass
+    # to the timed cell and the next run
+    base.setdefault("CUDA_CACHE_MAXSIZE", DRIVER_JIT_CACHE_BYTES)
     pp = base.get("PYTHONPATH", "")
     if _PKG_ROOT not in pp.split(os.pathsep):
         base["PYTHONPATH"] = _PKG_ROOT + (os.pathsep + pp if pp else "")

@@ -47,14 +47,16 @@ def test_warm_specs_one_per_module_group():
     specs.append(
         _spec("a6", "attention", layer, backend="FLASH_ATTN", fa_version=4, num_heads=8, head_dim=64)
     )
+    specs.append(_spec("a7", "attention", layer, backend="FLASHMLA", num_heads=8, head_dim=576))
     warm = jit_warm.warm_specs(specs)
     assert [w.id for w in warm] == [
         "warm/flashinfer-moe",
         "warm/FLASHINFER/h=64/kv=8/d=64/sinks",
         "warm/FLASHINFER/h=64/kv=8/d=64/sinks/sw=128",
         "warm/TRITON_ATTN/h=8/kv=8/d=64",
+        "warm/FLASH_ATTN/fa3/h=8/kv=None/d=64",  # FA2/FA3 may run from PTX (driver JIT) on this GPU
         "warm/FLASH_ATTN/fa4/h=8/kv=None/d=64",
-    ]  # FA3 ships compiled: nothing to warm; engine cells are not warmed
+    ]  # a backend that ships compiled code (FLASHMLA) and engine cells are not warmed
     assert warm[0].params == {"flashinfer_moe": True}
     assert warm[1].params["attention_cells"][0]["head_dim"] == 64
     assert all(w.isolate and w.timeout_s >= 1200 and w.target == jit_warm.WARM_TARGET for w in warm)

@@ -137,6 +137,7 @@ def test_cache_dirs_follow_the_libraries_env_vars(tmp_path: Path):
     assert d["triton"] == tmp_path / "tc"
     assert d["deep_gemm"] == tmp_path / ".deep_gemm"
     assert d["torch_inductor"] == Path("/tmp/torchinductor_u")
+    assert d["cuda_driver"] == tmp_path / ".nv" / "ComputeCache"
     env["FLASHINFER_WORKSPACE_BASE"] = "/ws"
     assert jit.cache_dirs(env)["flashinfer"] == Path("/ws/.cache/flashinfer")
 
@@ -175,3 +176,13 @@ def test_update_reads_new_capture_bytes_and_rate_limits_proc_reads():
     assert w.lines == 2 and reads == [7, 7]
     assert w.compile_seconds() == pytest.approx(1.5)
     assert w.deadline(10.0) == pytest.approx(11.5)
+
+
+def test_cells_keep_driver_ptx_jit_results_unless_the_caller_sized_the_cache():
+    from probe.sandbox.config import RunnerConfig
+    from probe.sandbox.worker_proc import DRIVER_JIT_CACHE_BYTES, _child_env
+
+    env = _child_env(RunnerConfig(base_env={"PATH": "/bin"}), {}, "tok")
+    assert env["CUDA_CACHE_MAXSIZE"] == DRIVER_JIT_CACHE_BYTES == str(4 << 30)
+    mine = _child_env(RunnerConfig(base_env={"CUDA_CACHE_MAXSIZE": "1024"}), {}, "tok")
+    assert mine["CUDA_CACHE_MAXSIZE"] == "1024"

@@ -42,17 +42,21 @@ GENERATOR = "flashinfer.jit.fused_moe:gen_cutlass_fused_moe_sm90_module"
 
 
 def _include_path() -> str | None:
-    """CPATH for the host compiler: the toolkit's headers, then nvidia-cublas's (cublasLt.h, which the
-    module includes and a bare toolkit may lack)."""
+    """CPATH for the host compiler: the toolkit's headers, then the pip wheels' cuBLAS and cuRAND headers
+    (``cublasLt.h``, ``curand_kernel.h``: the module includes them and a bare toolkit may lack them)."""
     nvcc = shutil.which("nvcc")
     homes = [os.environ.get("CUDA_HOME"), nvcc and str(Path(nvcc).resolve().parents[1]), "/usr/local/cuda"]
     incs = [Path(h) / "include" for h in homes if h]
     dirs = list(dict.fromkeys(d for d in incs if (d / "cuda.h").exists()))
-    if not any((d / "cublasLt.h").exists() for d in dirs):  # only the cuBLAS headers: the rest of that
-        only = Path(tempfile.mkdtemp(prefix="fi_aot_cublas_"))  # folder would shadow the toolkit's
+    only = Path(tempfile.mkdtemp(prefix="fi_aot_inc_"))  # only the missing families: the rest of that
+    for probe_h, family in (("cublasLt.h", "cublas*.h"), ("curand_kernel.h", "curand*.h")):  # folder
+        if any((d / probe_h).exists() for d in dirs):  # would shadow the toolkit's headers
+            continue
         for p in sys.path:
-            for h in (Path(p) / "nvidia" / "cu13" / "include").glob("cublas*.h"):
-                (only / h.name).symlink_to(h)
+            for h in (Path(p) / "nvidia" / "cu13" / "include").glob(family):
+                if not (only / h.name).exists():
+                    (only / h.name).symlink_to(h)
+    if any(only.iterdir()):
         dirs.append(only)
     found = [str(d) for d in dirs if d.is_dir()]
     return os.pathsep.join(found) if found else None

@@ -17,6 +17,11 @@
 #   STEP=b2 ...   # the whole attention matrix with --warm-jit on an idle CPU (the timing run)
 #   STEP=b3 ...   # flashinfer_* MoE cells (FlashInfer loads fused_moe_90 as a prebuilt AOT module)
 #   STEP=b4 ...   # engine pairs with flashinfer_cutlass
+# That lease was not taken (the session ended); the CPU host compiled every remaining object (cuRAND
+# headers from the pip wheel), and the third lease, on a fresh machine, staged the same way and ran:
+#   STEP=c1 ...   # install; link fused_moe_90 from the carried objects; flashinfer_* MoE cells
+#   STEP=c2 ...   # the attention matrix with cold JIT caches (--warm-jit), then again warm (timing)
+#   STEP=c3 ...   # engine pairs with flashinfer_cutlass
 # Everything lands in $W (default /tmp/s2); each step ends by packing $W into $OUT/s2-<step>.tar.gz.
 set -u
 W=${W:-/tmp/s2}; mkdir -p "$W"
@@ -38,6 +43,7 @@ run_plan() {  # name plan jobs cap [extra probe-run args]
 }
 pack() {  # results, and the fused_moe_90 objects compiled here so far (a later lease carries them back)
   tar czf "$OUT/s2-$1.tar.gz" -C "$W" . 2>/dev/null
+  grep -q aot_path "$W/fi_aot.json" 2>/dev/null && { ls -la "$OUT"; return; }  # built: nothing to carry
   timeout 150 python3 "$HERE/fi_aot.py" objects --pack "/tmp/fi-objects-$1.tar.xz" >> "$W/steps.log" 2>&1 &&
     split -b 15M "/tmp/fi-objects-$1.tar.xz" "$OUT/fi-objects-$1.tar.xz.part-"   # files come back <= 16 MiB
   ls -la "$OUT"
@@ -135,6 +141,32 @@ b3)
   run_plan moe "$P/plan-moe.json" 2 "$(left)" --warm-jit
   ;;
 b4)
+  run_plan engine-fi "$P/plan-engine-fi.json" 1 "$(left)"
+  ;;
+c1)  # third lease: every fused_moe_90 object carried (CPU host + lease 1): install, link, MoE cells
+  log "install"
+  [ -d /tmp/site/vllm ] || . /tmp/stage/p8/vllm_device_install.sh > "$W/install.log" 2>&1 || { cat "$W/install.log"; exit 1; }
+  export PYTHONPATH="/tmp/site:/tmp/site/nvidia_cutlass_dsl/dsl_packages:$PWD"
+  plans
+  python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import gpu_session_issue11 as g; exec(g.ENV_CODE)" \
+    "$W/env.json" 2>> "$W/steps.log"
+  timeout 240 python3 "$HERE/fi_aot.py" build --objects .stage/fi/objects.tar.xz --jobs 16 \
+    --report "$W/fi_aot.json" > "$W/fi_aot.log" 2>&1
+  log "fi_aot: $(tail -1 "$W/fi_aot.log")"
+  run_plan moe "$P/plan-moe.json" 2 "$(left)" --warm-jit
+  ;;
+c2)  # the attention matrix, JIT caches cold (pre-pass included), then again with the caches warm
+  T0=$SECONDS
+  run_plan attention-c "$P/plan-attention-all.json" 2 $(( $(left) - 90 )) --warm-jit
+  log "attention matrix, cold caches (warm pre-pass + 24 cells, -j 2): $((SECONDS - T0)) s"
+  T0=$SECONDS
+  run_plan attention-w "$P/plan-attention-all.json" 2 "$(left)"
+  log "attention matrix, warm caches (24 cells, -j 2): $((SECONDS - T0)) s"
+  for j in attention-c attention-w; do
+    python3 benchmarks/attention_stats.py "$W/$j.jsonl" "$W/$j.jsonl.warm.jsonl" > "$W/$j-stats.json"
+  done
+  ;;
+c3)
   run_plan engine-fi "$P/plan-engine-fi.json" 1 "$(left)"
   ;;
 3)
