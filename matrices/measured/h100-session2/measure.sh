@@ -19,9 +19,12 @@
 #   STEP=b4 ...   # engine pairs with flashinfer_cutlass
 # That lease was not taken (the session ended); the CPU host compiled every remaining object (cuRAND
 # headers from the pip wheel), and the third lease, on a fresh machine, staged the same way and ran:
-#   STEP=c1 ...   # install; link fused_moe_90 from the carried objects; flashinfer_* MoE cells
+#   STEP=c1 ...   # install; link fused_moe_90 from the carried objects; flashinfer_* MoE cells; engine
+#                 # pairs with flashinfer_cutlass with the time left
 #   STEP=c2 ...   # the attention matrix with cold JIT caches (--warm-jit), then again warm (timing)
-#   STEP=c3 ...   # engine pairs with flashinfer_cutlass
+#   STEP=c3 ...   # whatever c1 left
+# That lease ended after its first staging call (the session ended); the fourth lease ran the same
+# staging and c1, c2, c3.
 # Everything lands in $W (default /tmp/s2); each step ends by packing $W into $OUT/s2-<step>.tar.gz.
 set -u
 W=${W:-/tmp/s2}; mkdir -p "$W"
@@ -154,10 +157,11 @@ c1)  # third lease: every fused_moe_90 object carried (CPU host + lease 1): inst
     --report "$W/fi_aot.json" > "$W/fi_aot.log" 2>&1
   log "fi_aot: $(tail -1 "$W/fi_aot.log")"
   run_plan moe "$P/plan-moe.json" 2 "$(left)" --warm-jit
+  run_plan engine-fi "$P/plan-engine-fi.json" 1 "$(left)"   # with what is left of the call
   ;;
 c2)  # the attention matrix, JIT caches cold (pre-pass included), then again with the caches warm
   T0=$SECONDS
-  run_plan attention-c "$P/plan-attention-all.json" 2 $(( $(left) - 90 )) --warm-jit
+  run_plan attention-c "$P/plan-attention-all.json" 2 $(( $(left) - 150 )) --warm-jit
   log "attention matrix, cold caches (warm pre-pass + 24 cells, -j 2): $((SECONDS - T0)) s"
   T0=$SECONDS
   run_plan attention-w "$P/plan-attention-all.json" 2 "$(left)"
@@ -166,7 +170,8 @@ c2)  # the attention matrix, JIT caches cold (pre-pass included), then again wit
     python3 benchmarks/attention_stats.py "$W/$j.jsonl" "$W/$j.jsonl.warm.jsonl" > "$W/$j-stats.json"
   done
   ;;
-c3)
+c3)  # whatever c1 left (journals resume)
+  run_plan moe "$P/plan-moe.json" 2 "$(left)" --warm-jit
   run_plan engine-fi "$P/plan-engine-fi.json" 1 "$(left)"
   ;;
 3)
