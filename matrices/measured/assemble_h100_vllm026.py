@@ -35,7 +35,13 @@ STEM = "nvidia-h100-sm90-vllm-0.26.0"
 S1 = ("attention", "attention-fi", "engine")
 # in the order they ran: a later journal's row of a cell wins (lease 2's FA2 cells over lease 1's)
 S2 = (
-    "s2-attention", "s2-fa2-check", "s2-engine-attn", "s2-attention-c", "s2-attention-w", "s2-moe", "s2-engine-fi",
+    "s2-attention",
+    "s2-fa2-check",
+    "s2-engine-attn",
+    "s2-attention-c",
+    "s2-attention-w",
+    "s2-moe",
+    "s2-engine-fi",
 )
 S1_IMAGE = (
     "devkit vllm-0.26.0 slim wheel + FA2 + flashinfer-python 0.6.14 + nvidia-cutlass-dsl 4.8.1 "

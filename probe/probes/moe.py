@@ -39,7 +39,26 @@ QUANT_CONFIGS: dict[str, tuple[str | None, dict[str, Any] | None, str]] = {
 }
 
 QUANTS: tuple[str, ...] = tuple(QUANT_CONFIGS)  # the same names as probe.catalog.models.QUANTS
-GROUP_SIZE: dict[str, int] = {"nvfp4": 16, "mxfp4": 32, "int4_w4a16": 128}
+#: quant -> (multiple hidden and intermediate must be, what the checkpoint quantizes in)
+SHAPE_MULTIPLE: dict[str, tuple[int, str]] = {
+    "nvfp4": (16, "groups of 16 along K"),
+    "mxfp4": (32, "groups of 32 along K"),
+    "int4_w4a16": (128, "groups of 128 along K"),
+    "fp8_block": (128, "128x128 weight blocks"),  # vLLM's fp8.py: N and K must divide by block_n/k
+}
+
+
+def shape_skip_reason(quant: str, hidden: int, intermediate: int) -> str | None:
+    """Why no checkpoint of ``quant`` can have this MoE shape (the layer would refuse it), or None."""
+    if quant not in SHAPE_MULTIPLE:
+        return None
+    m, unit = SHAPE_MULTIPLE[quant]
+    if hidden % m == 0 and intermediate % m == 0:
+        return None
+    return (
+        f"{quant} checkpoints quantize in {unit}: hidden {hidden} and intermediate {intermediate} "
+        f"must both be multiples of {m}"
+    )
 
 
 class _NoModelConfig:
@@ -207,12 +226,9 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
         raise ValueError(f"unknown quant scheme {quant!r}; known: {', '.join(QUANTS)}")
     if top_k > e:
         return skipped(f"top_k={top_k} > experts={e}")
-    group = GROUP_SIZE.get(quant)
-    if group and (h % group or inter % group):
-        return skipped(
-            f"{quant} checkpoints quantize in groups of {group} along K: hidden {h} and "
-            f"intermediate {inter} must both be multiples of {group}"
-        )
+    shape_reason = shape_skip_reason(quant, h, inter)
+    if shape_reason:
+        return skipped(shape_reason)
 
     ctx.phase("import")
     import torch
