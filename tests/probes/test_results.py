@@ -74,7 +74,7 @@ def test_quant_names_agree_with_the_model_catalog():
         ("fp8", 2880, 2880, False),
     ],
 )
-def test_moe_shapes_no_checkpoint_can_have_are_skipped(quant: str, hidden: int, inter: int, skips: bool) -> None:
+def test_moe_shapes_without_checkpoints_skip(quant: str, hidden: int, inter: int, skips: bool) -> None:
     from probe.probes.moe import shape_skip_reason
 
     reason = shape_skip_reason(quant, hidden, inter)
