@@ -33,7 +33,7 @@ from probe.matrix.merge import union  # noqa: E402
 
 STEM = "nvidia-h100-sm90-vllm-0.26.0"
 S1 = ("attention", "attention-fi", "engine")
-# in the order they ran: a later journal's row of a cell wins (lease 2's FA2 cells over lease 1's)
+# in the order they ran: a later journal's row of a cell wins (lease 5's cold attention run over lease 4's)
 S2 = (
     "s2-attention",
     "s2-fa2-check",
@@ -42,6 +42,9 @@ S2 = (
     "s2-attention-w",
     "s2-moe",
     "s2-engine-fi",
+    "s2-attention-d",
+    "s2-moe-d",
+    "s2-engine-fi-d",
 )
 S1_IMAGE = (
     "devkit vllm-0.26.0 slim wheel + FA2 + flashinfer-python 0.6.14 + nvidia-cutlass-dsl 4.8.1 "
