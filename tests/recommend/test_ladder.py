@@ -42,7 +42,10 @@ def test_fp8_on_sm_120_is_not_cutlass(model):
 
 
 def test_measured_moe_half_with_predicted_attention_half():
-    out = recommend("deepseek-v3", matrices=MATRICES)
+    # Without the H100 matrix (whose engine runs measure DeepSeek-V3 end to end), the H200's MoE layers
+    # answer the MoE half at the nearest shape and vLLM's own check the MLA attention half.
+    h200_only = [ROOT / "matrices/measured/nvidia-h200-sm90-vllm-0.26.0.json", ROOT / "matrices/predicted"]
+    out = recommend("deepseek-v3", matrices=h200_only)
     assert out.gpu == "sm_90" and out.found and out.basis == "measured+predicted"
     assert out.halves["moe"]["basis"] == "measured_nearest"
     assert out.halves["attention"]["basis"] == "predicted" and "MLA" in str(out.attention_backend)
@@ -50,6 +53,12 @@ def test_measured_moe_half_with_predicted_attention_half():
         "measured at E=256/H=3072/I=1024, nearest to this model's E=256/H=7168/I=2048"
         in (out.halves["moe"]["text"])
     )
+
+
+def test_an_engine_run_of_the_model_answers_both_halves():
+    out = recommend("deepseek-v3", matrices=MATRICES)  # the H100 matrix ran DeepSeek-V3's 2-layer engine
+    assert out.gpu == "sm_90" and out.basis == "measured" and out.moe_backend == "flashinfer_cutlass"
+    assert out.halves["moe"]["text"] == "measured end to end (engine run of this model)"
 
 
 def test_field_report_generalises_to_another_model():
