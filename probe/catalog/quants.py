@@ -68,3 +68,32 @@ def quantization_config(quant: str, exclude_modules: list[str] | None = None) ->
             cfg["weight_block_size"] = list(cfg["weight_block_size"])
         return cfg
     raise UsageError(f"unknown quant {quant!r}; known: {', '.join(QUANTS)}")
+
+
+#: OCP microscaling (MXFP4): one E8M0 scale per 32 elements along K (not in the checkpoint's config)
+MX_BLOCK = 32
+
+
+def shape_skip_reason(quant: str, hidden: int, intermediate: int) -> str | None:
+    """Why no checkpoint in ``quant`` can have this MoE shape (vLLM's layer would refuse it), or None.
+
+    The granularity comes from :func:`quantization_config` (``group_size``, ``weight_block_size``): both
+    the hidden and the (per-shard) intermediate width are a GEMM's K or N, so both must be multiples.
+    """
+    cfg = quantization_config(quant) or {}
+    if quant == "mxfp4":
+        m, unit = MX_BLOCK, f"groups of {MX_BLOCK} along K"
+    elif "weight_block_size" in cfg:
+        n, k = cfg["weight_block_size"]
+        m, unit = max(n, k), f"{n}x{k} weight blocks"
+    elif "group_size" in cfg:
+        m = int(cfg["group_size"])
+        unit = f"groups of {m} along K"
+    else:
+        return None
+    if hidden % m == 0 and intermediate % m == 0:
+        return None
+    return (
+        f"{quant} checkpoints quantize in {unit}: hidden {hidden} and intermediate {intermediate} "
+        f"must both be multiples of {m}"
+    )

@@ -21,6 +21,7 @@ from typing import Any
 
 from probe.catalog.models import QUANTS as CATALOG_QUANTS
 from probe.catalog.models import VLLM_QUANT_METHOD, quantization_config
+from probe.catalog.quants import shape_skip_reason
 from probe.cells import MoeParams, ProbeContext
 from probe.probes.common import result, skipped, unsupported
 from probe.probes.introspect import selected_moe_backend
@@ -39,26 +40,6 @@ QUANT_CONFIGS: dict[str, tuple[str | None, dict[str, Any] | None, str]] = {
 }
 
 QUANTS: tuple[str, ...] = tuple(QUANT_CONFIGS)  # the same names as probe.catalog.models.QUANTS
-#: quant -> (multiple hidden and intermediate must be, what the checkpoint quantizes in)
-SHAPE_MULTIPLE: dict[str, tuple[int, str]] = {
-    "nvfp4": (16, "groups of 16 along K"),
-    "mxfp4": (32, "groups of 32 along K"),
-    "int4_w4a16": (128, "groups of 128 along K"),
-    "fp8_block": (128, "128x128 weight blocks"),  # vLLM's fp8.py: N and K must divide by block_n/k
-}
-
-
-def shape_skip_reason(quant: str, hidden: int, intermediate: int) -> str | None:
-    """Why no checkpoint of ``quant`` can have this MoE shape (the layer would refuse it), or None."""
-    if quant not in SHAPE_MULTIPLE:
-        return None
-    m, unit = SHAPE_MULTIPLE[quant]
-    if hidden % m == 0 and intermediate % m == 0:
-        return None
-    return (
-        f"{quant} checkpoints quantize in {unit}: hidden {hidden} and intermediate {intermediate} "
-        f"must both be multiples of {m}"
-    )
 
 
 class _NoModelConfig:

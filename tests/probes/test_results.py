@@ -75,7 +75,7 @@ def test_quant_names_agree_with_the_model_catalog():
     ],
 )
 def test_moe_shapes_without_checkpoints_skip(quant: str, hidden: int, inter: int, skips: bool) -> None:
-    from probe.probes.moe import shape_skip_reason
+    from probe.catalog.quants import shape_skip_reason
 
     reason = shape_skip_reason(quant, hidden, inter)
     assert (reason is not None) == skips
