@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from tests.arch import wheels  # noqa: E402
 
 if TYPE_CHECKING:
-    from probe.arch.backends import Cell
+    from probe.arch.backends import BackendRow
     from probe.arch.records import FileRecord
     from probe.catalog.gpus import Gpu
 
@@ -94,7 +94,7 @@ def _cubin_groups(records: list[FileRecord]) -> dict[str, Counter[str]]:
 
 
 def _markdown(
-    doc: dict[str, Any], table: Any, cells: list[Cell], files: list[dict[str, Any]], gpus: Sequence[Gpu]
+    doc: dict[str, Any], table: Any, cells: list[BackendRow], files: list[dict[str, Any]], gpus: Sequence[Gpu]
 ) -> list[str]:
     from probe import __version__
     from probe.arch.backends import LEGEND, render_markdown

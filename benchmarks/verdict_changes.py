@@ -23,9 +23,9 @@ sys.path.insert(0, str(ROOT))
 from probe.catalog.gpus import catalog  # noqa: E402
 from probe.catalog.models import load_profiles  # noqa: E402
 from probe.recommend import verdict as v  # noqa: E402
-from probe.recommend.evidence import load_evidence  # noqa: E402
 from probe.recommend.flags import flags_data  # noqa: E402
 from probe.recommend.select import single_gpu_cuda  # noqa: E402
+from probe.recommend.sources import load_evidence  # noqa: E402
 from probe.recommend.types import EvidenceCell, Request  # noqa: E402
 
 

@@ -2,12 +2,12 @@
 
 import pytest
 
-from probe.arch.compat import Code, Verdict, best, decide, min_driver_for_ptx
+from probe.arch.compat import Code, LoadVerdict, best, decide, min_driver_for_ptx
 from probe.catalog.gpus import catalog, parse_target
 from probe.errors import UsageError
 
 
-def v(label: str, target: str, isa: str | None = None) -> Verdict:
+def v(label: str, target: str, isa: str | None = None) -> LoadVerdict:
     return decide(Code.parse(label, isa), parse_target(target)).verdict
 
 
@@ -15,48 +15,48 @@ def v(label: str, target: str, isa: str | None = None) -> Verdict:
     ("label", "target", "expected"),
     [
         # plain SASS: same major, minor <= device minor
-        ("sm_80", "sm_80", Verdict.SASS),
-        ("sm_80", "sm_86", Verdict.SASS_COMPATIBLE),
-        ("sm_80", "sm_89", Verdict.SASS_COMPATIBLE),
-        ("sm_86", "sm_80", Verdict.NONE),
-        ("sm_80", "sm_90", Verdict.NONE),
-        ("sm_90", "sm_100", Verdict.NONE),
-        ("sm_100", "sm_103", Verdict.SASS_COMPATIBLE),
-        ("sm_120", "sm_121", Verdict.SASS_COMPATIBLE),
-        ("sm_120", "sm_110", Verdict.NONE),
+        ("sm_80", "sm_80", LoadVerdict.SASS),
+        ("sm_80", "sm_86", LoadVerdict.SASS_COMPATIBLE),
+        ("sm_80", "sm_89", LoadVerdict.SASS_COMPATIBLE),
+        ("sm_86", "sm_80", LoadVerdict.NONE),
+        ("sm_80", "sm_90", LoadVerdict.NONE),
+        ("sm_90", "sm_100", LoadVerdict.NONE),
+        ("sm_100", "sm_103", LoadVerdict.SASS_COMPATIBLE),
+        ("sm_120", "sm_121", LoadVerdict.SASS_COMPATIBLE),
+        ("sm_120", "sm_110", LoadVerdict.NONE),
         # iGPU exception: Orin (8.7) does not load dGPU sm_80/sm_86 SASS
-        ("sm_80", "sm_87", Verdict.NONE),
-        ("sm_86", "sm_87", Verdict.NONE),
-        ("sm_87", "sm_87", Verdict.SASS),
+        ("sm_80", "sm_87", LoadVerdict.NONE),
+        ("sm_86", "sm_87", LoadVerdict.NONE),
+        ("sm_87", "sm_87", LoadVerdict.SASS),
         # arch-specific a: exactly
-        ("sm_90a", "sm_90", Verdict.SASS),
-        ("sm_90a", "sm_100", Verdict.NONE),
-        ("sm_100a", "sm_103", Verdict.NONE),
-        ("sm_120a", "sm_121", Verdict.NONE),
-        ("sm_110a", "sm_110", Verdict.SASS),
+        ("sm_90a", "sm_90", LoadVerdict.SASS),
+        ("sm_90a", "sm_100", LoadVerdict.NONE),
+        ("sm_100a", "sm_103", LoadVerdict.NONE),
+        ("sm_120a", "sm_121", LoadVerdict.NONE),
+        ("sm_110a", "sm_110", LoadVerdict.SASS),
         # family f
-        ("sm_100f", "sm_100", Verdict.SASS),
-        ("sm_100f", "sm_103", Verdict.SASS_COMPATIBLE),
-        ("sm_100f", "sm_107", Verdict.SASS_COMPATIBLE),
-        ("sm_100f", "sm_110", Verdict.NONE),
-        ("sm_103f", "sm_100", Verdict.NONE),
-        ("sm_120f", "sm_121", Verdict.SASS_COMPATIBLE),
-        ("sm_121f", "sm_120", Verdict.NONE),
-        ("sm_110f", "sm_110", Verdict.SASS),
-        ("sm_120f", "sm_110", Verdict.NONE),
+        ("sm_100f", "sm_100", LoadVerdict.SASS),
+        ("sm_100f", "sm_103", LoadVerdict.SASS_COMPATIBLE),
+        ("sm_100f", "sm_107", LoadVerdict.SASS_COMPATIBLE),
+        ("sm_100f", "sm_110", LoadVerdict.NONE),
+        ("sm_103f", "sm_100", LoadVerdict.NONE),
+        ("sm_120f", "sm_121", LoadVerdict.SASS_COMPATIBLE),
+        ("sm_121f", "sm_120", LoadVerdict.NONE),
+        ("sm_110f", "sm_110", LoadVerdict.SASS),
+        ("sm_120f", "sm_110", LoadVerdict.NONE),
         # Thor was sm_101 before CUDA 13
-        ("sm_101", "sm_110", Verdict.SASS_COMPATIBLE),
-        ("sm_101a", "sm_110", Verdict.SASS_COMPATIBLE),
+        ("sm_101", "sm_110", LoadVerdict.SASS_COMPATIBLE),
+        ("sm_101a", "sm_110", LoadVerdict.SASS_COMPATIBLE),
         # plain PTX: any device >= N, any major
-        ("compute_80", "sm_90", Verdict.PTX_JIT),
-        ("compute_80", "sm_121", Verdict.PTX_JIT),
-        ("compute_90", "sm_89", Verdict.NONE),
+        ("compute_80", "sm_90", LoadVerdict.PTX_JIT),
+        ("compute_80", "sm_121", LoadVerdict.PTX_JIT),
+        ("compute_90", "sm_89", LoadVerdict.NONE),
         # PTX a / f
-        ("compute_90a", "sm_90", Verdict.PTX_JIT),
-        ("compute_90a", "sm_100", Verdict.NONE),
-        ("compute_100f", "sm_103", Verdict.PTX_JIT),
-        ("compute_100f", "sm_120", Verdict.NONE),
-        ("compute_120f", "sm_121", Verdict.PTX_JIT),
+        ("compute_90a", "sm_90", LoadVerdict.PTX_JIT),
+        ("compute_90a", "sm_100", LoadVerdict.NONE),
+        ("compute_100f", "sm_103", LoadVerdict.PTX_JIT),
+        ("compute_100f", "sm_120", LoadVerdict.NONE),
+        ("compute_120f", "sm_121", LoadVerdict.PTX_JIT),
     ],
 )
 def test_rule(label, target, expected):
@@ -66,27 +66,27 @@ def test_rule(label, target, expected):
 def test_best_prefers_sass_over_ptx_and_exact_over_compatible():
     gpu = parse_target("sm_86")
     d = best([Code.parse("compute_80"), Code.parse("sm_80"), Code.parse("sm_86")], gpu)
-    assert d.verdict is Verdict.SASS and d.code == Code.parse("sm_86")
+    assert d.verdict is LoadVerdict.SASS and d.code == Code.parse("sm_86")
     d = best([Code.parse("compute_80"), Code.parse("sm_80")], gpu)
-    assert d.verdict is Verdict.SASS_COMPATIBLE
+    assert d.verdict is LoadVerdict.SASS_COMPATIBLE
     d = best([Code.parse("compute_80", "9.0"), Code.parse("sm_90a")], parse_target("sm_120"))
-    assert d.verdict is Verdict.PTX_JIT and d.min_driver == "13.0"
+    assert d.verdict is LoadVerdict.PTX_JIT and d.min_driver == "13.0"
 
 
 def test_best_none_lists_what_exists():
     d = best([Code.parse("sm_90a")], parse_target("sm_110a"))
-    assert d.verdict is Verdict.NONE and "sm_90a" in d.reason
+    assert d.verdict is LoadVerdict.NONE and "sm_90a" in d.reason
     assert best([], parse_target("sm_90")).reason == "no device code"
 
 
 def test_fa3_and_fa2_from_the_issue():
     fa3 = [Code.parse("sm_90a")]
     for t in ("sm_100", "sm_110", "sm_120"):
-        assert best(fa3, parse_target(t)).verdict is Verdict.NONE
+        assert best(fa3, parse_target(t)).verdict is LoadVerdict.NONE
     fa2 = [Code.parse("sm_80"), Code.parse("compute_80", "9.0")]
-    assert best(fa2, parse_target("sm_90")).verdict is Verdict.PTX_JIT
-    assert best(fa2, parse_target("sm_86")).verdict is Verdict.SASS_COMPATIBLE
-    assert best(fa2, parse_target("sm_87")).verdict is Verdict.PTX_JIT  # iGPU: SASS refused, PTX JITs
+    assert best(fa2, parse_target("sm_90")).verdict is LoadVerdict.PTX_JIT
+    assert best(fa2, parse_target("sm_86")).verdict is LoadVerdict.SASS_COMPATIBLE
+    assert best(fa2, parse_target("sm_87")).verdict is LoadVerdict.PTX_JIT  # iGPU: SASS refused, PTX JITs
 
 
 @pytest.mark.parametrize(

@@ -50,7 +50,7 @@ class RequirementResult:
 
 
 @dataclass
-class Cell:
+class BackendRow:
     backend: str  # id, e.g. "moe.marlin"
     name: str  # as vLLM spells it
     kind: str
@@ -327,7 +327,9 @@ def _combine(results: Sequence[RequirementResult]) -> tuple[str, str]:
     return weakest.verdict, f"{weakest.what}: {weakest.reason}"
 
 
-def evaluate_variant(backend: Backend, variant: Variant, idx: Index, gpu: Gpu, *, primary: bool) -> Cell:
+def evaluate_variant(
+    backend: Backend, variant: Variant, idx: Index, gpu: Gpu, *, primary: bool
+) -> BackendRow:
     results = [evaluate_requirement(r, idx, gpu) for r in variant.requirements]
     code_verdict, reason = _combine(results)
     gate = variant.gate or backend.gate
@@ -336,7 +338,7 @@ def evaluate_variant(backend: Backend, variant: Variant, idx: Index, gpu: Gpu, *
     if not gate_ok:
         verdict = "none"
         reason = f"vLLM gate: {gate.text} ({gate.source}); code alone: {code_verdict}"
-    return Cell(
+    return BackendRow(
         backend=backend.id,
         name=backend.name,
         kind=backend.kind,

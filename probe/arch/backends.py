@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from probe.arch.backend_rules import RANK, Cell, Index, evaluate_variant
+from probe.arch.backend_rules import RANK, BackendRow, Index, evaluate_variant
 from probe.arch.records import FileRecord, ScanReport
 from probe.catalog.backends import BackendCatalog, backend_catalog
 from probe.catalog.gpus import Gpu
@@ -41,7 +41,7 @@ __all__ = [
     "RANK",
     "SCHEMA_VERSION",
     "VERDICTS",
-    "Cell",
+    "BackendRow",
     "backend_table",
     "backend_table_from_cells",
     "backend_view",
@@ -77,11 +77,11 @@ def backend_view(
     backends: Sequence[str] | None = None,
     catalog: BackendCatalog | None = None,
     all_variants: bool = True,
-) -> list[Cell]:
+) -> list[BackendRow]:
     """Every (backend, variant, target) cell. ``backends`` filters by id, vLLM name or kind."""
     cat = catalog or backend_catalog()
     idx = Index(_files_of(report))
-    cells: list[Cell] = []
+    cells: list[BackendRow] = []
     for b in cat.select(list(backends) if backends else None):
         variants = b.variants if all_variants else b.variants[:1]
         for i, v in enumerate(variants):
@@ -94,14 +94,14 @@ def backend_view(
 # renderers
 
 
-def _row_key(c: Cell) -> tuple[str, str]:
+def _row_key(c: BackendRow) -> tuple[str, str]:
     return (c.backend, c.variant)
 
 
-def _rows(cells: Sequence[Cell]) -> list[tuple[Cell, dict[str, Cell]]]:
+def _rows(cells: Sequence[BackendRow]) -> list[tuple[BackendRow, dict[str, BackendRow]]]:
     order: list[tuple[str, str]] = []
-    by_row: dict[tuple[str, str], dict[str, Cell]] = {}
-    first: dict[tuple[str, str], Cell] = {}
+    by_row: dict[tuple[str, str], dict[str, BackendRow]] = {}
+    first: dict[tuple[str, str], BackendRow] = {}
     for c in cells:
         k = _row_key(c)
         if k not in by_row:
@@ -112,7 +112,7 @@ def _rows(cells: Sequence[Cell]) -> list[tuple[Cell, dict[str, Cell]]]:
     return [(first[k], by_row[k]) for k in order]
 
 
-def _targets(cells: Sequence[Cell]) -> list[str]:
+def _targets(cells: Sequence[BackendRow]) -> list[str]:
     out: list[str] = []
     for c in cells:
         if c.target not in out:
@@ -120,7 +120,7 @@ def _targets(cells: Sequence[Cell]) -> list[str]:
     return out
 
 
-def _short(c: Cell) -> str:
+def _short(c: BackendRow) -> str:
     if c.verdict == "none" and not c.gate_ok and c.code_verdict != "none":
         return "none (gate)"
     if any(r.file_level and r.required for r in c.requirements):
@@ -128,7 +128,7 @@ def _short(c: Cell) -> str:
     return c.verdict
 
 
-def _backend_label(c: Cell) -> str:
+def _backend_label(c: BackendRow) -> str:
     label = c.name
     if c.backend.startswith("attention.flash_attn."):
         label = f"{c.name} ({c.backend.rsplit('.', 1)[1].upper()})"
@@ -164,7 +164,7 @@ def backends_json(
     }
 
 
-def backend_table_from_cells(cells: Sequence[Cell]) -> list[dict[str, str]]:
+def backend_table_from_cells(cells: Sequence[BackendRow]) -> list[dict[str, str]]:
     targets = _targets(cells)
     rows: list[dict[str, str]] = []
     for first, by_target in _rows(cells):

@@ -21,7 +21,7 @@ from typing import Literal
 from probe.catalog.gpus import Gpu, catalog
 
 
-class Verdict(str, Enum):
+class LoadVerdict(str, Enum):
     SASS = "sass"
     SASS_COMPATIBLE = "sass-compatible"
     PTX_JIT = "ptx-jit"
@@ -33,10 +33,10 @@ class Verdict(str, Enum):
 
     @property
     def loadable(self) -> bool:
-        return self is not Verdict.NONE
+        return self is not LoadVerdict.NONE
 
 
-_RANK = {Verdict.SASS: 3, Verdict.SASS_COMPATIBLE: 2, Verdict.PTX_JIT: 1, Verdict.NONE: 0}
+_RANK = {LoadVerdict.SASS: 3, LoadVerdict.SASS_COMPATIBLE: 2, LoadVerdict.PTX_JIT: 1, LoadVerdict.NONE: 0}
 
 CodeKind = Literal["sass", "ptx"]
 _LABEL_RE = re.compile(r"^(sm|compute)_(\d{2,3})([af]?)$")
@@ -66,7 +66,7 @@ class Code:
 
 @dataclass(frozen=True)
 class Decision:
-    verdict: Verdict
+    verdict: LoadVerdict
     code: Code | None
     reason: str
     min_driver: str | None = None  # for ptx-jit: the CUDA driver version that knows this PTX ISA
@@ -85,36 +85,38 @@ def _family(sm: int) -> list[int]:
 
 
 def decide(code: Code, gpu: Gpu) -> Decision:
-    """Verdict for one compiled target on one device."""
+    """LoadVerdict for one compiled target on one device."""
     dev = gpu.sm
     if code.kind == "sass":
         if code.sm in gpu.legacy_sm:
             return Decision(
-                Verdict.SASS_COMPATIBLE, code, f"{code.label} is this GPU's pre-CUDA-13 name (sm_{dev})"
+                LoadVerdict.SASS_COMPATIBLE, code, f"{code.label} is this GPU's pre-CUDA-13 name (sm_{dev})"
             )
         if code.suffix == "a":
             if code.sm == dev:
-                return Decision(Verdict.SASS, code, f"{code.label} is arch-specific to sm_{dev}")
-            return Decision(Verdict.NONE, code, f"{code.label} runs only on exactly sm_{code.sm}")
+                return Decision(LoadVerdict.SASS, code, f"{code.label} is arch-specific to sm_{dev}")
+            return Decision(LoadVerdict.NONE, code, f"{code.label} runs only on exactly sm_{code.sm}")
         if code.suffix == "f":
             members = _family(code.sm)
             if dev in members:
-                v = Verdict.SASS if code.sm == dev else Verdict.SASS_COMPATIBLE
+                v = LoadVerdict.SASS if code.sm == dev else LoadVerdict.SASS_COMPATIBLE
                 return Decision(v, code, f"{code.label} family covers sm_{dev}")
             return Decision(
-                Verdict.NONE, code, f"{code.label} family covers only {', '.join(f'sm_{m}' for m in members)}"
+                LoadVerdict.NONE,
+                code,
+                f"{code.label} family covers only {', '.join(f'sm_{m}' for m in members)}",
             )
         if code.sm // 10 != dev // 10:
-            return Decision(Verdict.NONE, code, f"{code.label} SASS runs only on major {code.sm // 10}")
+            return Decision(LoadVerdict.NONE, code, f"{code.label} SASS runs only on major {code.sm // 10}")
         if code.sm % 10 > dev % 10:
-            return Decision(Verdict.NONE, code, f"{code.label} SASS needs minor >= {code.sm % 10}")
+            return Decision(LoadVerdict.NONE, code, f"{code.label} SASS needs minor >= {code.sm % 10}")
         if code.sm != dev and gpu.igpu_exact_sass_only:
             return Decision(
-                Verdict.NONE, code, f"integrated GPU sm_{dev} does not load dGPU SASS {code.label}"
+                LoadVerdict.NONE, code, f"integrated GPU sm_{dev} does not load dGPU SASS {code.label}"
             )
         if code.sm == dev:
-            return Decision(Verdict.SASS, code, f"{code.label} SASS matches")
-        return Decision(Verdict.SASS_COMPATIBLE, code, f"{code.label} SASS runs on sm_{dev} (same major)")
+            return Decision(LoadVerdict.SASS, code, f"{code.label} SASS matches")
+        return Decision(LoadVerdict.SASS_COMPATIBLE, code, f"{code.label} SASS runs on sm_{dev} (same major)")
 
     # PTX
     driver = min_driver_for_ptx(code.ptx_isa)
@@ -123,15 +125,15 @@ def decide(code: Code, gpu: Gpu) -> Decision:
         jit_note += f"; needs a driver for CUDA >= {driver} (PTX ISA {code.ptx_isa})"
     if code.suffix == "a":
         if code.sm == dev:
-            return Decision(Verdict.PTX_JIT, code, jit_note, driver)
-        return Decision(Verdict.NONE, code, f"{code.label} PTX runs only on exactly sm_{code.sm}")
+            return Decision(LoadVerdict.PTX_JIT, code, jit_note, driver)
+        return Decision(LoadVerdict.NONE, code, f"{code.label} PTX runs only on exactly sm_{code.sm}")
     if code.suffix == "f":
         if dev in _family(code.sm):
-            return Decision(Verdict.PTX_JIT, code, jit_note, driver)
-        return Decision(Verdict.NONE, code, f"{code.label} PTX is for the {code.sm}f family only")
+            return Decision(LoadVerdict.PTX_JIT, code, jit_note, driver)
+        return Decision(LoadVerdict.NONE, code, f"{code.label} PTX is for the {code.sm}f family only")
     if code.sm <= dev:
-        return Decision(Verdict.PTX_JIT, code, jit_note, driver)
-    return Decision(Verdict.NONE, code, f"{code.label} PTX needs sm_{code.sm} or newer")
+        return Decision(LoadVerdict.PTX_JIT, code, jit_note, driver)
+    return Decision(LoadVerdict.NONE, code, f"{code.label} PTX needs sm_{code.sm} or newer")
 
 
 def best(codes: Iterable[Code], gpu: Gpu) -> Decision:
@@ -155,9 +157,9 @@ def best(codes: Iterable[Code], gpu: Gpu) -> Decision:
     if winner is not None:
         return winner
     if not rejected:
-        return Decision(Verdict.NONE, None, "no device code")
+        return Decision(LoadVerdict.NONE, None, "no device code")
     labels = ", ".join(sorted({d.code.label for d in rejected if d.code}))
-    return Decision(Verdict.NONE, None, f"no code loadable on sm_{gpu.sm} (has {labels})")
+    return Decision(LoadVerdict.NONE, None, f"no code loadable on sm_{gpu.sm} (has {labels})")
 
 
 def min_driver_for_ptx(ptx_isa: str | None) -> str | None:

@@ -1,7 +1,7 @@
 """The plan flags of ``probe run`` (and ``benchmarks/bench_run.py``): argparse → :class:`PlanOptions`.
 
 Not a verb (``probe.cli.main.VERBS`` lists those). The flag syntax (comma lists, ``moe:attention[:fa]``,
-``KEY=VALUE``) is parsed here; :func:`probe.probes.plan.build_plan` checks the values and raises
+``KEY=VALUE``) is parsed here; :func:`probe.probes.planner.build_plan` checks the values and raises
 ``OptionError`` naming the option, which :func:`flag_error` words as the flag.
 """
 
@@ -15,7 +15,7 @@ from probe.errors import UsageError
 
 if TYPE_CHECKING:
     from probe.cells import CellSpec
-    from probe.probes.plan import EnginePair, PlanOptions
+    from probe.probes.planner import EnginePair, PlanOptions
 
 
 def _csv(text: str | None) -> list[str]:
@@ -33,7 +33,7 @@ def _ints(text: str, flag: str) -> tuple[int, ...]:
 
 
 def add_plan_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    from probe.probes.plan import DEFAULT_EXPERTS, DEFAULT_FA, DEFAULT_MODELS, DEFAULT_TP, KINDS, QUANTS
+    from probe.probes.planner import DEFAULT_EXPERTS, DEFAULT_FA, DEFAULT_MODELS, DEFAULT_TP, KINDS, QUANTS
 
     # `probe run` hands in its own "plan" group; argparse deprecates nesting groups
     g = parser if isinstance(parser, argparse._ArgumentGroup) else parser.add_argument_group("what to probe")
@@ -112,7 +112,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup
 
 def parse_pairs(text: str) -> tuple[EnginePair, ...]:
     """``moe:attention[:fa],...`` → pairs (attention upper-cased, ``auto`` kept)."""
-    from probe.probes.plan import EnginePair
+    from probe.probes.planner import EnginePair
 
     out: list[EnginePair] = []
     for item in _csv(text):
@@ -156,7 +156,7 @@ def _all_or(text: str) -> tuple[str, ...] | None:
 
 def plan_options(args: argparse.Namespace) -> PlanOptions:
     """The typed options for the plan flags in ``args`` (see :func:`add_plan_arguments`)."""
-    from probe.probes.plan import PlanOptions
+    from probe.probes.planner import PlanOptions
     from probe.sandbox.gpu_procs import visible_gpu_count
 
     tp_text = getattr(args, "engine_tp", "1")
@@ -184,7 +184,7 @@ def plan_options(args: argparse.Namespace) -> PlanOptions:
 
 def build_plan_from_args(args: argparse.Namespace) -> list[CellSpec]:
     """``build_plan(plan_options(args))`` with option errors worded as flags."""
-    from probe.probes.plan import build_plan
+    from probe.probes.planner import build_plan
 
     opts = plan_options(args)
     return with_flag_errors(lambda: build_plan(opts))

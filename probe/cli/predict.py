@@ -111,9 +111,9 @@ def execute(args: argparse.Namespace) -> int:
 
     from probe.errors import EXIT_PARTIAL
     from probe.matrix.io import write_text_atomic
-    from probe.oracle.evidence import build_matrix, compact_json, write_split
-    from probe.oracle.plan import plan
     from probe.oracle.predict import run_child
+    from probe.oracle.queries import plan
+    from probe.oracle.to_matrix import build_matrix, compact_json, write_split
 
     request = plan(_targets(args.target), _profiles(args.models), _tps(args.tp))
     run = run_child(request, python=args.python, pythonpath=args.pythonpath, timeout_s=args.timeout)

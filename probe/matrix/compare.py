@@ -113,8 +113,8 @@ def _matrix_dict(m: Matrix) -> dict[str, Any]:
 def recommendation_for(m: Matrix, model: str) -> dict[str, Any] | None:
     """``recommend`` on one matrix alone (packaged field reports add warnings only)."""
     from probe.errors import UsageError
-    from probe.recommend.evidence import matrix_cells, reported_cells
     from probe.recommend.recommender import recommend
+    from probe.recommend.sources import matrix_cells, reported_cells
     from probe.recommend.types import LoadedEvidence
 
     cells = matrix_cells(_matrix_dict(m), Path("<matrix>")) + reported_cells()

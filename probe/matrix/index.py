@@ -22,7 +22,7 @@ from `probe scan`'s static verdicts (`elf_scan`); field reports ship inside prob
 
 def _row(path: Path, root: Path, doc: dict[str, Any]) -> list[str]:
     rel = path.relative_to(root).as_posix()
-    from probe.matrix.predicted import is_static_predictions, predicted_cell_dicts
+    from probe.matrix.scan_predictions import is_static_predictions, predicted_cell_dicts
 
     if is_static_predictions(doc):
         pk = doc.get("packages") or doc.get("backend_catalog_reference") or {}

@@ -48,7 +48,7 @@ def check_header(data: Any, path: str | Path) -> str:
             hint="re-create the file with this probe version or use a matching probe",
         )
     kind = data.get("kind", "matrix")
-    from probe.matrix.predicted import STATIC_KIND, is_static_predictions
+    from probe.matrix.scan_predictions import STATIC_KIND, is_static_predictions
 
     if is_static_predictions(data):
         return STATIC_KIND

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from probe import __version__
-from probe.matrix.predicted import iter_verdict_rows, predicted_cell_dicts
+from probe.matrix.scan_predictions import iter_verdict_rows, predicted_cell_dicts
 from probe.matrix.schema import (
     Cell,
     Matrix,

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from probe.errors import InfraError
-from probe.oracle.plan import OracleRequest
+from probe.oracle.queries import OracleRequest
 
 DEFAULT_TIMEOUT_S = 900.0
 _MAX_STDERR = 4000

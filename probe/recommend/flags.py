@@ -7,7 +7,7 @@ import functools
 import re
 from typing import Any
 
-from probe.recommend.evidence import packaged_json
+from probe.recommend.sources import packaged_json
 
 
 def version_tuple(text: str | None) -> tuple[int, ...] | None:

@@ -97,7 +97,7 @@ def _label(role: str, s: tuple[int, ...]) -> str:
 
 
 def _vetoed(
-    refused: dict[tuple[str, int | None], v.Verdict], b: str, fa: int | None, cells: list[EvidenceCell]
+    refused: dict[tuple[str, int | None], v.BackendVerdict], b: str, fa: int | None, cells: list[EvidenceCell]
 ) -> tuple[bool, str]:
     """(ruled out, why not although refused): a refusal by vLLM's check of the same vLLM version as
     the measurement, or by a field report, rules the backend out; one by another vLLM version is
@@ -118,7 +118,7 @@ def measured_nearest(
     req: Request,
     role: str,
     flags: dict[str, Any],
-    refused: dict[tuple[str, int | None], v.Verdict],
+    refused: dict[tuple[str, int | None], v.BackendVerdict],
 ) -> list[Choice]:
     """Rung 2: backends measured working at the nearest shape of the same backend x quant (MoE) or
     MLA-ness (attention), unless vLLM's check (of the measured version) or a field report refuses
@@ -160,7 +160,9 @@ def measured_nearest(
 # ------------------------------------------------------------------ rungs 3 and 4
 
 
-def verdicts(mine: list[EvidenceCell], req: Request, role: str, flags: dict[str, Any]) -> list[v.Verdict]:
+def verdicts(
+    mine: list[EvidenceCell], req: Request, role: str, flags: dict[str, Any]
+) -> list[v.BackendVerdict]:
     """The combined predicted verdict of every candidate backend of this half."""
     oracle = v.oracle_cells(mine, req, role)
     pool = [
@@ -174,7 +176,7 @@ def verdicts(mine: list[EvidenceCell], req: Request, role: str, flags: dict[str,
     ]
 
 
-def predicted(vs: list[v.Verdict]) -> list[Choice]:
+def predicted(vs: list[v.BackendVerdict]) -> list[Choice]:
     """Rung 3: backends the combined verdict predicts to work."""
     out = []
     for x in vs:
@@ -183,7 +185,7 @@ def predicted(vs: list[v.Verdict]) -> list[Choice]:
     return out
 
 
-def reported(vs: list[v.Verdict]) -> list[Choice]:
+def reported(vs: list[v.BackendVerdict]) -> list[Choice]:
     """Rung 4: backends a field report shows working, that nothing else refuses outright."""
     out = []
     for x in vs:

@@ -19,11 +19,10 @@ from probe.catalog import models as catalog_models
 from probe.catalog.gpus import parse_target
 from probe.catalog.profile import ModelProfile
 from probe.errors import UsageError
-from probe.recommend import halves, reports, select, verdict
-from probe.recommend import warnings as warn
-from probe.recommend.evidence import default_matrix_paths, load_evidence
+from probe.recommend import cautions, halves, reports, select, verdict
 from probe.recommend.flags import engine_arg_flags, flags_data, spell_flags
 from probe.recommend.halves import Half
+from probe.recommend.sources import default_matrix_paths, load_evidence
 from probe.recommend.types import (
     Choice,
     EvidenceCell,
@@ -237,10 +236,12 @@ def _answer(
     runner, speed = _comparison(best, select.runner_up(pairs))
     chosen = _chosen(best, ladder.moe, ladder.attn)
     halves = _halves(best, chosen)
-    warnings += flag_warnings + warn.predictions_and_reports(mine, best, req)
-    warnings += warn.disagreeing_reports(mine, best, ladder.ruled, req)
+    warnings += flag_warnings + cautions.predictions_and_reports(mine, best, req)
+    warnings += cautions.disagreeing_reports(mine, best, ladder.ruled, req)
     warnings += (
-        warn.other_model_reports(mine, best, req) + warn.degraded(best) + _gpu_count_warnings(best, req)
+        cautions.other_model_reports(mine, best, req)
+        + cautions.degraded(best)
+        + _gpu_count_warnings(best, req)
     )
     return base._replace(
         basis=_overall(halves),
@@ -282,7 +283,7 @@ def _nothing_works(
     text = (
         f"{what} for {req.name} ({req.quant}) on sm_{req.sm}"
         if rel.all or failed
-        else warn.nothing_works(rel, req)
+        else cautions.nothing_works(rel, req)
     )
     return base._replace(evidence=evidence, warnings=[*warnings, text])
 
@@ -319,7 +320,7 @@ def recommend(
         notes=[] if measured_here else [_fallback_note(sm)],
         matrices=loaded.files,
     )
-    warnings = warn.every_engine_run_failed(rel, req)
+    warnings = cautions.every_engine_run_failed(rel, req)
     pairs = _engine_pairs(rel, req, basis, warnings)
     if pairs:
         ruled = [c for c in rel.all if c.failed and c.evidence != "predicted"]
@@ -330,7 +331,7 @@ def recommend(
     ruled = unique_cells(ruled + [c for c in rel.all if c.failed and c.evidence != "predicted"])
     ladder = _Ladder(moe, attn, ruled)
     if measured_here and moe is not None and moe.basis != "measured":
-        warnings += warn.no_moe_shape(rel, req)
+        warnings += cautions.no_moe_shape(rel, req)
     failed = select.failed_pair_keys(rel.engine, basis)
     pairs = select.kernel_pairs(moe.choices if moe else [], attn.choices, req, failed)
     if not pairs:

@@ -18,7 +18,7 @@ Each step returns a :class:`Step` (``ok`` None: the source says nothing); :func:
 
 from typing import Any, NamedTuple
 
-from probe.matrix.predicted import variant_for_quant
+from probe.matrix.scan_predictions import variant_for_quant
 from probe.recommend import reports
 from probe.recommend.types import EvidenceCell, Request
 
@@ -30,7 +30,7 @@ class Step(NamedTuple):
     reason: str
 
 
-class Verdict(NamedTuple):
+class BackendVerdict(NamedTuple):
     role: str  # "moe" | "attention"
     backend: str
     fa: int | None
@@ -191,7 +191,7 @@ def verdict(
     backend: str,
     fa: int | None,
     flags: dict[str, Any],
-) -> Verdict:
+) -> BackendVerdict:
     """The combined predicted verdict for one backend (see the module docstring)."""
     check = oracle_step(oracle, backend, fa)
     if check.ok is None:
@@ -202,7 +202,7 @@ def verdict(
         check.source == "vllm_check" or scan.ok is True or report.ok is True
     )  # a hand rule alone is not enough
     ok = check.ok is True and scan.ok is not False and report.ok is not False and seen
-    return Verdict(role, backend, fa, ok, [check, scan, report])
+    return BackendVerdict(role, backend, fa, ok, [check, scan, report])
 
 
 def candidates(

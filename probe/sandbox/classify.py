@@ -42,7 +42,7 @@ _TB_START = "Traceback (most recent call last)"
 
 
 @dataclass
-class Verdict:
+class Classification:
     """The classifier's answer."""
 
     outcome: Outcome
@@ -270,7 +270,7 @@ class LogScanner:
             or any(h.sig is not None and h.sig.fails for h in self.hits.get("wrapper", []))
         )
 
-    def _from_hit(self, hit: _Hit, outcome: Outcome | None = None) -> Verdict:
+    def _from_hit(self, hit: _Hit, outcome: Outcome | None = None) -> Classification:
         out = outcome or hit.outcome or Outcome.CRASHED
         sig = hit.sig
         phase = (sig.phase if sig is not None and sig.phase else None) or (
@@ -280,7 +280,7 @@ class LogScanner:
         # the root cause without its logger prefix (level, timestamp, pid): stable across runs, so
         # `probe diff` / `gate` compare what failed, not when
         cause = strip_prefixes(hit.text).strip() or hit.text
-        return Verdict(
+        return Classification(
             out, cause, self._hint(out, sig), phase, line_number=hit.line_no, signature=name, lines=self.n
         )
 
@@ -293,7 +293,7 @@ class LogScanner:
         reported: Outcome | None = None,
         memory_killed: bool = False,
         completed: bool | None = None,
-    ) -> Verdict:
+    ) -> Classification:
         """Decide. ``completed``: True if the probe returned (reported holds its outcome, None if it
         raised), False if the child died / hung, None when unknown (a pasted log)."""
         if reported is not None and reported is not Outcome.OK:
@@ -320,9 +320,11 @@ class LogScanner:
             return self._bare(out, f"killed by {signal_name}", "signal")
         return self._wrapper_or_exit(exit_code)
 
-    def _bare(self, outcome: Outcome, cause: str | None = None, signature: str | None = None) -> Verdict:
+    def _bare(
+        self, outcome: Outcome, cause: str | None = None, signature: str | None = None
+    ) -> Classification:
         """A verdict with no log line behind it (the runner's evidence, or nothing at all)."""
-        return Verdict(
+        return Classification(
             outcome, cause, self._hint(outcome), self._phase_at(None), lines=self.n, signature=signature
         )
 
@@ -335,7 +337,7 @@ class LogScanner:
                 return _earliest(group)
         return None
 
-    def _reported(self, reported: Outcome) -> Verdict:
+    def _reported(self, reported: Outcome) -> Classification:
         """The probe decided a non-ok outcome itself: keep it, with the best line as its evidence."""
         hit = self._best_line()
         if hit is None:
@@ -344,7 +346,7 @@ class LogScanner:
         v.outcome = reported
         return v
 
-    def _wrapper_or_exit(self, exit_code: int | None) -> Verdict:
+    def _wrapper_or_exit(self, exit_code: int | None) -> Classification:
         """Last resorts: a wrapper line ("Engine core initialization failed"), then the exit code."""
         wrappers = self.hits.get("wrapper", [])
         failing = [h for h in wrappers if h.sig is not None and h.sig.fails] or wrappers
@@ -365,9 +367,9 @@ class LogScanner:
         # completed with an exception the log does not show, or nothing at all
         return self._bare(Outcome.CRASHED)
 
-    def _ok(self) -> Verdict:
+    def _ok(self) -> Classification:
         reasons = list(self.degraded_reasons)
-        return Verdict(
+        return Classification(
             Outcome.OK,
             None,
             None,
@@ -377,12 +379,12 @@ class LogScanner:
             lines=self.n,
         )
 
-    def _stall_or_ok(self, exit_code: int | None) -> Verdict:
+    def _stall_or_ok(self, exit_code: int | None) -> Classification:
         if exit_code is None:
             stalls = [(n, t, s) for n, t, s in self.tail if s is not None and s.kind == "stall"]
             if stalls and (self.last_finish is None or self.last_finish < stalls[-1][0]):
                 n, t, s = stalls[-1]
-                return Verdict(
+                return Classification(
                     Outcome.TIMEOUT,
                     t,
                     self._hint(Outcome.TIMEOUT, s),
@@ -403,7 +405,7 @@ def classify_text(
     reported: Outcome | None = None,
     memory_killed: bool = False,
     completed: bool | None = None,
-) -> Verdict:
+) -> Classification:
     """Classify captured output. See the module docstring for the rules."""
     scanner = LogScanner()
     scanner.feed_text(text)
@@ -417,7 +419,7 @@ def classify_text(
     )
 
 
-def classify_stream(stream: IO[bytes], **kw: Any) -> Verdict:
+def classify_stream(stream: IO[bytes], **kw: Any) -> Classification:
     scanner = LogScanner()
     scanner.feed_stream(stream)
     return scanner.verdict(**kw)

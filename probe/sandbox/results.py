@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from probe.cells import CellResult, CellSpec
 from probe.outcomes import Outcome
 from probe.sandbox import stacks
-from probe.sandbox.worker_proc import CellRun, WorkerKind
+from probe.sandbox.worker_parent import CellRun, WorkerKind
 
 if TYPE_CHECKING:
-    from probe.sandbox.classify import Verdict
+    from probe.sandbox.classify import Classification
 
 _OOM_HINT = "lower the probe's memory (gpu_memory_utilization / batch) or run with fewer -j"
 _JIT_HINT = (
@@ -123,7 +123,7 @@ def _text_with_error(run: CellRun, error: dict[str, Any] | None) -> str:
     return text
 
 
-def _classify(text: str, run: CellRun, report: ChildReport) -> Verdict:
+def _classify(text: str, run: CellRun, report: ChildReport) -> Classification:
     from probe.sandbox.classify import classify_text
 
     return classify_text(
@@ -137,7 +137,9 @@ def _classify(text: str, run: CellRun, report: ChildReport) -> Verdict:
     )
 
 
-def _cause(run: CellRun, report: ChildReport, verdict: Verdict) -> tuple[Outcome, str | None, str | None]:
+def _cause(
+    run: CellRun, report: ChildReport, verdict: Classification
+) -> tuple[Outcome, str | None, str | None]:
     """(outcome, root cause, hint): the classifier's, overridden by a memory kill, explained for a hang
     or a death without a recognised cause."""
     outcome = verdict.outcome

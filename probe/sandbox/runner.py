@@ -1,6 +1,6 @@
 """Run probe cells in sandboxed children: warm workers, per-cell timeouts, crash containment.
 
-Model (after pytest-xdist): a *warm* worker (``python -m probe.sandbox.worker``) imports probe
+Model (after pytest-xdist): a *warm* worker (``python -m probe.sandbox.worker_child``) imports probe
 targets once and runs cells in sequence, receiving specs and sending results as JSON lines over
 private pipes. The parent enforces each cell's timeout, samples the child tree's RSS, and captures
 stdout+stderr into bounded head+tail buffers. If the worker dies or hangs mid-cell, *that* cell is
@@ -9,8 +9,8 @@ classifier) and the remaining cells go to a fresh worker. Cells with ``isolate=T
 fresh child; cells are grouped by ``env`` so a warm worker is reused for every cell of the same
 environment.
 
-The pieces: :mod:`probe.sandbox.worker_proc` (the parent's side of one worker process, the timeout
-decision :func:`~probe.sandbox.worker_proc.cell_timed_out`), :mod:`probe.sandbox.results` (observation
+The pieces: :mod:`probe.sandbox.worker_parent` (the parent's side of one worker process, the timeout
+decision :func:`~probe.sandbox.worker_parent.cell_timed_out`), :mod:`probe.sandbox.results` (observation
 → ``CellResult``), :mod:`probe.sandbox.scheduler` (memory budget, slots). This module is the entry
 point: :func:`run_cells`.
 """

@@ -1,5 +1,5 @@
 """The memory-budget scheduler: ``jobs`` slot threads take cells while they fit, run each in a warm
-or isolated worker (:mod:`probe.sandbox.worker_proc`) and record the result.
+or isolated worker (:mod:`probe.sandbox.worker_parent`) and record the result.
 
 A cell starts when the budget admits it (discrete GPU: running estimates + a per-worker overhead
 within ``MemoryPolicy.budget_gib``; unified memory: a share of MemAvailable), never beside an
@@ -20,7 +20,7 @@ from probe.cells import CellResult, CellSpec
 from probe.sandbox.config import RunnerConfig
 from probe.sandbox.grant import CellGrant
 from probe.sandbox.results import build_result
-from probe.sandbox.worker_proc import CellRun, WorkerKind, WorkerProc
+from probe.sandbox.worker_parent import CellRun, WorkerKind, WorkerProc
 
 log = logging.getLogger(__name__)
 

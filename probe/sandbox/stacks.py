@@ -15,7 +15,7 @@ _HEADER = re.compile(
 )
 _FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)\s*$')
 DUMP_MARKER = "(most recent call first):"
-_CELL_FRAME = "_run_cell"  # probe.sandbox.worker runs each cell under this function
+_CELL_FRAME = "_run_cell"  # probe.sandbox.worker_child runs each cell under this function
 MAX_FRAMES = 40
 
 

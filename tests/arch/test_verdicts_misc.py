@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from probe.arch.compat import Code, Verdict
+from probe.arch.compat import Code, LoadVerdict
 from probe.arch.demangle import demangle
 from probe.arch.localgpu import local_gpus
 from probe.arch.records import Entry, FileRecord, KernelInfo
@@ -51,19 +51,19 @@ def test_verdicts_sass_compatible_ptx_none_family_igpu():
     rec = _rec(_e("sm_80"), _e("compute_80", isa="9.0"), _e("sm_100f", 1), _e("sm_90a", 2))
     codes = file_codes(rec)
     cases = {
-        "sm_80": Verdict.SASS,
-        "sm_86": Verdict.SASS_COMPATIBLE,
-        "sm_87": Verdict.PTX_JIT,
-        "sm_90": Verdict.SASS,
-        "sm_103": Verdict.SASS_COMPATIBLE,
-        "sm_110": Verdict.PTX_JIT,
-        "sm_121": Verdict.PTX_JIT,
+        "sm_80": LoadVerdict.SASS,
+        "sm_86": LoadVerdict.SASS_COMPATIBLE,
+        "sm_87": LoadVerdict.PTX_JIT,
+        "sm_90": LoadVerdict.SASS,
+        "sm_103": LoadVerdict.SASS_COMPATIBLE,
+        "sm_110": LoadVerdict.PTX_JIT,
+        "sm_121": LoadVerdict.PTX_JIT,
     }
     for target, want in cases.items():
         assert verdict_for(codes, parse_target(target)).verdict is want, target
     d = verdict_for(codes, parse_target("sm_120"))
-    assert d.verdict is Verdict.PTX_JIT and d.min_driver == "13.0"
-    assert verdict_for([Code.parse("sm_90a")], parse_target("sm_100")).verdict is Verdict.NONE
+    assert d.verdict is LoadVerdict.PTX_JIT and d.min_driver == "13.0"
+    assert verdict_for([Code.parse("sm_90a")], parse_target("sm_100")).verdict is LoadVerdict.NONE
     assert verdict_for([], parse_target("sm_100")).reason == "no device code"
 
 

@@ -13,9 +13,9 @@ from probe.catalog.gpus import parse_target
 from probe.catalog.models import resolve_model
 from probe.matrix.schema import Matrix
 from probe.oracle import adapters
-from probe.oracle.evidence import build_matrix
-from probe.oracle.plan import attention_query, moe_queries, plan
 from probe.oracle.predict import run_child
+from probe.oracle.queries import attention_query, moe_queries, plan
+from probe.oracle.to_matrix import build_matrix
 
 FAKE = Path(__file__).parent / "fake_vllm"
 

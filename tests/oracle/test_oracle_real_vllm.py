@@ -13,9 +13,9 @@ import pytest
 
 from probe.catalog.gpus import parse_target
 from probe.catalog.models import resolve_model
-from probe.oracle.evidence import build_matrix
-from probe.oracle.plan import plan
 from probe.oracle.predict import run_child
+from probe.oracle.queries import plan
+from probe.oracle.to_matrix import build_matrix
 
 PY = Path(
     os.environ.get("PROBE_VLLM033_PYTHON", Path.home() / ".cache/probe-tests/venv-vllm-0.33.0/bin/python")

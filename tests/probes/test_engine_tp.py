@@ -12,7 +12,7 @@ from probe.cells import CellBudget, CellKind, CellSpec, EngineParams, cell_shape
 from probe.cli.plan_args import add_plan_arguments, engine_tp_sizes, plan_options
 from probe.errors import OptionError
 from probe.probes.engine_build import engine_kwargs, parallel_skip_reason
-from probe.probes.plan import MULTI_GPU_ENGINE_TIMEOUT_S, PlanOptions, build_plan, check_options
+from probe.probes.planner import MULTI_GPU_ENGINE_TIMEOUT_S, PlanOptions, build_plan, check_options
 
 FOUR = ("122b", "35b", "nano", "120b")
 

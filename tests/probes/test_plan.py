@@ -9,7 +9,7 @@ import pytest
 
 from probe.cli import plan_args
 from probe.errors import OptionError, UsageError
-from probe.probes import plan as plan_mod
+from probe.probes import planner as plan_mod
 from probe.probes import vllm_compat
 
 from .conftest import FAKE

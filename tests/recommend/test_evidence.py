@@ -10,7 +10,7 @@ import pytest
 
 from probe.errors import BadInputError
 from probe.matrix import cell_rules
-from probe.recommend.evidence import load_evidence, matrix_cells, reported_cells, scan_document_cells
+from probe.recommend.sources import load_evidence, matrix_cells, reported_cells, scan_document_cells
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -144,8 +144,8 @@ def test_hand_rules_answer_without_oracle(tmp_path):
 
 
 def test_predictions_split_per_gpu_and_read_only_for_the_asked_gpu(tmp_path):
-    from probe.oracle.evidence import split_by_gpu
-    from probe.recommend.evidence import load_evidence
+    from probe.oracle.to_matrix import split_by_gpu
+    from probe.recommend.sources import load_evidence
 
     doc = {"schema_version": 1, "kind": "matrix", "provenance": {"label": "x"}, "cells": [
         {"id": "a", "kind": "moe", "evidence": "predicted", "gpu_sm": 89, "outcome": "ok"},

@@ -180,7 +180,7 @@ def test_update_reads_new_capture_bytes_and_rate_limits_proc_reads():
 
 def test_cells_keep_driver_ptx_jit_results_unless_the_caller_sized_the_cache():
     from probe.sandbox.config import RunnerConfig
-    from probe.sandbox.worker_proc import DRIVER_JIT_CACHE_BYTES, _child_env
+    from probe.sandbox.worker_parent import DRIVER_JIT_CACHE_BYTES, _child_env
 
     env = _child_env(RunnerConfig(base_env={"PATH": "/bin"}), {}, "tok")
     assert env["CUDA_CACHE_MAXSIZE"] == DRIVER_JIT_CACHE_BYTES == str(4 << 30)

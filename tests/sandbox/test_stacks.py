@@ -8,13 +8,13 @@ DUMP = """\
 INFO some vLLM line
 Thread 0x00007f3c1d7fe6c0 [probe-parent-wa] (most recent call first):
   File "/usr/lib/python3.12/threading.py", line 359 in wait
-  File "/tmp/site/probe/sandbox/worker.py", line 80 in _watch_parent
+  File "/tmp/site/probe/sandbox/worker_child.py", line 80 in _watch_parent
 
 Current thread 0x00007f3c2a1b7740 (most recent call first):
   File "/tmp/site/torch/cuda/__init__.py", line 1083 in synchronize
   File "/repo/probe/probes/attention_layer.py", line 171 in step
-  File "/repo/probe/sandbox/worker.py", line 167 in _run_cell
-  File "/repo/probe/sandbox/worker.py", line 235 in main
+  File "/repo/probe/sandbox/worker_child.py", line 167 in _run_cell
+  File "/repo/probe/sandbox/worker_child.py", line 235 in main
 
 [... later output ...]
 """

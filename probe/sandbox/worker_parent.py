@@ -1,4 +1,4 @@
-"""The parent's side of one sandboxed worker process (``python -m probe.sandbox.worker``).
+"""The parent's side of one sandboxed worker process (``python -m probe.sandbox.worker_child``).
 
 A *warm* worker runs many cells in sequence, an *isolated* one a single cell. The parent sends
 specs and receives events as JSON lines over private pipes, captures stdout+stderr (one stream, so
@@ -148,7 +148,15 @@ class WorkerProc:
         cmd_r, cmd_w = os.pipe()
         evt_r, evt_w = os.pipe()
         out_r, out_w = os.pipe()
-        argv = [self.cfg.python, "-m", "probe.sandbox.worker", "--cmd-fd", str(cmd_r), "--evt-fd", str(evt_w)]
+        argv = [
+            self.cfg.python,
+            "-m",
+            "probe.sandbox.worker_child",
+            "--cmd-fd",
+            str(cmd_r),
+            "--evt-fd",
+            str(evt_w),
+        ]
         argv += ["--kind", self.kind, "--parent", str(os.getpid())]
         try:
             self.proc = subprocess.Popen(

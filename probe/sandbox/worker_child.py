@@ -1,4 +1,4 @@
-"""The sandboxed child: ``python -m probe.sandbox.worker --cmd-fd N --evt-fd M``.
+"""The sandboxed child: ``python -m probe.sandbox.worker_child --cmd-fd N --evt-fd M``.
 
 It reads cell specs as JSON lines from the command pipe and runs them one after the other in this
 interpreter (a *warm* worker: torch / vLLM are imported once, by the first cell that needs them).
@@ -197,7 +197,7 @@ def _run_cell(channel: _Channel, msg: dict[str, Any], worker_kind: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="probe.sandbox.worker")
+    ap = argparse.ArgumentParser(prog="probe.sandbox.worker_child")
     ap.add_argument("--cmd-fd", type=int, required=True)
     ap.add_argument("--evt-fd", type=int, required=True)
     ap.add_argument("--kind", choices=("warm", "isolated"), default="warm")

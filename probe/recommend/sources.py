@@ -19,7 +19,7 @@ from typing import Any
 
 from probe.errors import BadInputError, UsageError
 from probe.matrix import cell_rules
-from probe.matrix.predicted import is_static_predictions, predicted_cell_dicts
+from probe.matrix.scan_predictions import is_static_predictions, predicted_cell_dicts
 from probe.recommend.types import EvidenceCell, LoadedEvidence
 
 log = logging.getLogger(__name__)
