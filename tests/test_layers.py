@@ -193,6 +193,63 @@ def _violations(source_pkg: str, forbidden: tuple[str, ...]) -> list[str]:
     )
 
 
+#: The package's layers, lowest first. A module may import its own layer and the layers below it, never
+#: one above (imports inside functions count: a lazy import is still an arrow). Packages sharing a layer
+#: do not import each other, except the pairs in SIDEWAYS.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("probe", "probe.outcomes", "probe.errors", "probe.versions", "probe.cells", "probe.datafiles"),
+    ("probe.catalog",),
+    ("probe.arch", "probe.sandbox", "probe.probes"),
+    ("probe.matrix",),
+    ("probe.oracle", "probe.recommend", "probe.run"),
+    ("probe.decide",),
+    ("probe.cli", "probe.__main__"),
+)
+#: (importer, imported) packages of one layer that may import sideways; the core modules (first layer) and
+#: the entry points (last layer) are one package each
+SIDEWAYS = {("probe.probes", "probe.sandbox"), ("probe.probes", "probe.arch")}
+ONE_PACKAGE_LAYERS = (0, len(LAYERS) - 1)
+
+
+def _layer_of(module: str) -> tuple[int, str]:
+    best: tuple[int, str] | None = None
+    for rank, members in enumerate(LAYERS):
+        for pkg in members:
+            if (module == pkg or (pkg != "probe" and _in(module, pkg))) and (
+                best is None or len(pkg) > len(best[1])
+            ):
+                best = (rank, pkg)
+    assert best is not None, f"{module} belongs to no layer of LAYERS: add it"
+    return best
+
+
+def _upward_arrows() -> list[str]:
+    edges = _probe_edges()
+    bad = []
+    for mod, targets in edges.items():
+        rank, pkg = _layer_of(mod)
+        for target in targets:
+            t_rank, t_pkg = _layer_of(target)
+            sideways = t_rank == rank and t_pkg != pkg and rank not in ONE_PACKAGE_LAYERS
+            if t_rank > rank or (sideways and (pkg, t_pkg) not in SIDEWAYS):
+                bad.append(f"{mod} ({pkg}) imports {target} ({t_pkg})")
+    return sorted(bad)
+
+
+def test_no_import_runs_up_the_layers():
+    assert _upward_arrows() == []
+
+
+def test_the_layer_check_sees_lazy_imports():
+    """The layer reader counts an import inside a function (``probe.cli.diff`` imports
+    ``probe.decide.compare`` inside ``execute``), and ranks a deciding verb above the matrix."""
+    assert "probe.decide.compare" in _probe_edges()["probe.cli.diff"]
+    assert (
+        _layer_of("probe.decide.gate")[0] > _layer_of("probe.matrix.schema")[0] > _layer_of("probe.cells")[0]
+    )
+    assert _layer_of("probe.recommend.sources")[0] > _layer_of("probe.matrix.io")[0]
+
+
 def test_arch_does_not_import_the_dynamic_half():
     assert (
         _violations("probe.arch", ("probe.sandbox", "probe.probes", "probe.matrix", "probe.recommend")) == []

@@ -22,7 +22,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     from probe.errors import NothingToCompareError
-    from probe.matrix.compare import compare, dumps
+    from probe.decide.compare import compare, dumps
     from probe.matrix.io import load_matrix
 
     old, new = load_matrix(args.old), load_matrix(args.new)

@@ -60,7 +60,7 @@ def execute(args: argparse.Namespace) -> int:
     import os
 
     from probe.cli.flags import with_flag_errors
-    from probe.matrix.gate import gate_junit, gate_markdown, github_annotations, run_gate
+    from probe.decide.gate import gate_junit, gate_markdown, github_annotations, run_gate
     from probe.matrix.io import load_matrix, write_text_atomic
 
     baseline, current = load_matrix(args.baseline), load_matrix(args.current)

@@ -70,7 +70,7 @@ def test_fleet_renders(data_dir):
 
 
 def test_engine_args_tell_variants_apart():
-    from probe.matrix.compare import RecChange
+    from probe.decide.compare import RecChange
     from probe.matrix.render_text import backend_label
     from probe.matrix.schema import Cell
 
