@@ -21,8 +21,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from probe.errors import NothingToCompareError
     from probe.decide.compare import compare, dumps
+    from probe.errors import NothingToCompareError
     from probe.matrix.io import load_matrix
 
     old, new = load_matrix(args.old), load_matrix(args.new)

@@ -11,8 +11,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
 
-from probe.errors import EXIT_INFRA, EXIT_NOTHING_TO_COMPARE, EXIT_OK, EXIT_REGRESSION, OptionError
 from probe.decide.compare import Comparison, compare, pattern_matches_any, require_arch
+from probe.errors import EXIT_INFRA, EXIT_NOTHING_TO_COMPARE, EXIT_OK, EXIT_REGRESSION, OptionError
 from probe.matrix.schema import Matrix
 
 
