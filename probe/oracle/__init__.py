@@ -5,5 +5,5 @@ queries), :mod:`probe.oracle.predict` (runs the child in the image's Python, typ
 :mod:`probe.oracle.to_matrix` (answers → matrix cells, evidence ``predicted``, basis
 ``vllm_check``). Child side (imports vLLM, fakes the CUDA platform's capability per target):
 :mod:`probe.oracle.child` with :mod:`~probe.oracle.child_attention` / :mod:`~probe.oracle.child_moe`.
-Per-version access paths: :mod:`probe.oracle.adapters`.
+Per-version access paths: :mod:`probe.versions` (``oracle_layout``).
 """

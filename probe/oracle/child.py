@@ -38,7 +38,7 @@ import time
 import traceback
 from typing import Any
 
-from probe.oracle import adapters
+from probe import versions
 from probe.oracle._child_base import REFUSALS, install_platform, set_target
 
 
@@ -109,8 +109,8 @@ def main() -> int:
 
         version = str(getattr(vllm, "__version__", "") or out["versions"].get("vllm") or "")
         out["versions"]["vllm"] = version
-        reason = adapters.skip_reason(version)
-        adapter = adapters.adapter_for(version)
+        reason = versions.oracle_skip_reason(version)
+        adapter = versions.oracle_layout(version)
         if reason or adapter is None:
             out["skipped"] = reason
         else:

@@ -3,7 +3,7 @@
 Runs only inside the sandboxed child (see :mod:`probe.oracle.child`). For one query (model shape,
 quant, TP) it builds vLLM's ``FusedMoEConfig`` with ``moe_backend`` set to every ``--moe-backend``
 value of this vLLM and to ``auto``, and calls the quant's oracle entry point with the weight /
-activation quant keys its quant method passes (``adapters.py`` names them). A refusal is the
+activation quant keys its quant method passes (``probe.versions`` names them). A refusal is the
 ``ValueError`` / ``NotImplementedError`` the oracle raises, verbatim; the answer carries its raise
 site and, for a kernel's own ``is_supported_config`` refusal, the experts class's ``_supports_*``
 method that said no (file:line).

@@ -1,4 +1,4 @@
-"""Version adapters for vLLM: what the installed vLLM accepts, and how to build its layers.
+"""What the installed vLLM accepts, and how to build its layers (through :mod:`probe.versions`).
 
 Two layers, both free of torch at import time:
 
@@ -11,8 +11,8 @@ Two layers, both free of torch at import time:
   ``AttentionBackendEnum.__members__``, FA versions available, compiled module names, and the
   FusedMoE layer factory (``FusedMoEFactory`` in 0.33, ``FusedMoE(...)`` factory function in 0.24-0.32).
 
-Adding an adapter for another vLLM version = one entry in :data:`ADAPTERS` (a :class:`VllmAdapter`
-with the module paths / names that version uses); everything else looks names up through it.
+Where a vLLM release keeps these things is :func:`probe.versions.layout_for` (one
+:class:`~probe.versions.VllmLayout` per range of releases); everything here looks names up through it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from probe.versions import layout_for
 
 log = logging.getLogger(__name__)
 
@@ -56,77 +58,6 @@ NVIDIA_MLA_BACKENDS: tuple[str, ...] = (
 NON_PROBED_ATTENTION = re.compile(
     r"^(ROCM_|XPU_|CPU_|TORCH_SDPA|NO_ATTENTION|CUSTOM|AMX_)|_DIFFKV$|SPARSE|DSV4|MSA|DSA"
 )
-
-
-@dataclass(frozen=True)
-class VllmAdapter:
-    """Where one range of vLLM versions keeps the things the probes use."""
-
-    since: tuple[int, ...]  # first version this adapter applies to
-    moe_backend_module: str | None  # module holding `MoEBackend` (None: no --moe-backend)
-    attention_enum_modules: tuple[str, ...]  # candidates, first importable wins
-    compiled_modules: tuple[str, ...]  # vLLM's own compiled extensions to import
-    moe_factory_names: tuple[str, ...]  # in vllm.model_executor.layers.fused_moe
-    moe_env_switches: tuple[str, ...] = ()  # env-var era switches (documented in skips)
-    notes: tuple[str, ...] = field(default=())
-
-
-ADAPTERS: tuple[VllmAdapter, ...] = (
-    VllmAdapter(
-        since=(0, 0),
-        moe_backend_module=None,
-        attention_enum_modules=("vllm.attention.backends.registry", "vllm.platforms.interface"),
-        compiled_modules=("vllm._C", "vllm._moe_C"),
-        moe_factory_names=("FusedMoE",),
-        moe_env_switches=(
-            "VLLM_USE_FLASHINFER_MOE_FP4",
-            "VLLM_USE_FLASHINFER_MOE_FP8",
-            "VLLM_FLASHINFER_MOE_BACKEND",
-            "VLLM_TEST_FORCE_FP8_MARLIN",
-        ),
-    ),
-    VllmAdapter(
-        since=(0, 18, 1),
-        moe_backend_module="vllm.config.kernel",
-        attention_enum_modules=("vllm.v1.attention.backends.registry", "vllm.attention.backends.registry"),
-        compiled_modules=("vllm._C", "vllm._moe_C"),
-        moe_factory_names=("FusedMoE",),
-    ),
-    VllmAdapter(  # _C became ROCm-only; CUDA ops live in the *_stable_libtorch modules
-        since=(0, 24, 0),
-        moe_backend_module="vllm.config.kernel",
-        attention_enum_modules=("vllm.v1.attention.backends.registry",),
-        compiled_modules=("vllm._C_stable_libtorch", "vllm._moe_C_stable_libtorch"),
-        moe_factory_names=("FusedMoE",),
-    ),
-    VllmAdapter(  # FusedMoE(...) factory renamed FusedMoEFactory(...)
-        since=(0, 33, 0),
-        moe_backend_module="vllm.config.kernel",
-        attention_enum_modules=("vllm.v1.attention.backends.registry",),
-        compiled_modules=("vllm._C_stable_libtorch", "vllm._moe_C_stable_libtorch"),
-        moe_factory_names=("FusedMoEFactory", "FusedMoE"),
-    ),
-)
-
-
-def parse_version(text: str) -> tuple[int, ...]:
-    """'0.26.0', '0.33.0rc1+cu130', '0.11.0.dev12' -> (0, 26, 0) ..."""
-    nums: list[int] = []
-    for part in text.split("+")[0].split("."):
-        m = re.match(r"\d+", part)
-        if not m:
-            break
-        nums.append(int(m.group()))
-    return tuple(nums)
-
-
-def adapter_for(version: str) -> VllmAdapter:
-    v = parse_version(version)
-    chosen = ADAPTERS[0]
-    for a in ADAPTERS:
-        if v >= a.since:
-            chosen = a
-    return chosen
 
 
 # ----------------------------------------------------------------------------------------------
@@ -227,12 +158,12 @@ def static_info(search_path: list[str] | None = None) -> StaticVllmInfo:
     if root is None:
         return StaticVllmInfo(installed=False)
     version = _read_version(root) or "0"
-    adapter = adapter_for(version)
+    layout = layout_for(version)
     info = StaticVllmInfo(installed=True, version=version, root=str(root), source="source")
-    if adapter.moe_backend_module:
-        vals = literal_values_from_source(_module_file(root, adapter.moe_backend_module), "MoEBackend")
+    if layout.moe_backend_module:
+        vals = literal_values_from_source(_module_file(root, layout.moe_backend_module), "MoEBackend")
         info.moe_backends = [v for v in vals if v != "auto"] if vals else None
-    for mod in adapter.attention_enum_modules:
+    for mod in layout.attention_enum_modules:
         members = enum_members_from_source(_module_file(root, mod), "AttentionBackendEnum")
         if members:
             info.attention_backends = members
@@ -291,11 +222,11 @@ def runtime_moe_backends() -> tuple[list[str] | None, str]:
     import typing
 
     version = runtime_version()
-    adapter = adapter_for(version)
-    if adapter.moe_backend_module is None:
+    layout = layout_for(version)
+    if layout.moe_backend_module is None:
         return None, version
     try:
-        mod = importlib.import_module(adapter.moe_backend_module)
+        mod = importlib.import_module(layout.moe_backend_module)
     except ImportError:
         return None, version
     lit = getattr(mod, "MoEBackend", None)
@@ -308,7 +239,7 @@ def moe_backend_skip_reason(backend: str) -> str | None:
     """None if the installed vLLM accepts ``backend``; else a reason for a `skipped` outcome."""
     accepted, version = runtime_moe_backends()
     if accepted is None:
-        switches = ", ".join(adapter_for(version).moe_env_switches) or "env-var switches"
+        switches = ", ".join(layout_for(version).moe_env_switches) or "env-var switches"
         return (
             f"vLLM {version} has no --moe-backend; its MoE kernel is chosen by env-var switches "
             f"({switches}), not probed per backend"
@@ -321,14 +252,14 @@ def moe_backend_skip_reason(backend: str) -> str | None:
 
 
 def attention_enum() -> Any:
-    adapter = adapter_for(runtime_version())
+    layout = layout_for(runtime_version())
     last: Exception | None = None
-    for mod in adapter.attention_enum_modules:
+    for mod in layout.attention_enum_modules:
         try:
             return importlib.import_module(mod).AttentionBackendEnum
         except (ImportError, AttributeError) as exc:
             last = exc
-    raise ImportError(f"AttentionBackendEnum not found in {adapter.attention_enum_modules}: {last}")
+    raise ImportError(f"AttentionBackendEnum not found in {layout.attention_enum_modules}: {last}")
 
 
 def runtime_attention_backends() -> list[str]:
@@ -358,18 +289,18 @@ def fa_versions_available() -> dict[int, str | None]:
 
 
 def compiled_module_names() -> tuple[str, ...]:
-    return adapter_for(runtime_version()).compiled_modules
+    return layout_for(runtime_version()).compiled_modules
 
 
 def fused_moe_factory() -> Any:
     """The callable that builds one MoE layer (MoERunner) in the installed vLLM."""
     fm = importlib.import_module("vllm.model_executor.layers.fused_moe")
-    for name in adapter_for(runtime_version()).moe_factory_names:
+    for name in layout_for(runtime_version()).moe_factory_names:
         fn = getattr(fm, name, None)
         if fn is not None:
             return fn
     raise ImportError(
-        f"vllm.model_executor.layers.fused_moe has none of {adapter_for(runtime_version()).moe_factory_names}"
+        f"vllm.model_executor.layers.fused_moe has none of {layout_for(runtime_version()).moe_factory_names}"
     )
 
 

@@ -4,19 +4,10 @@
 from __future__ import annotations
 
 import functools
-import re
 from typing import Any
 
 from probe.recommend.sources import packaged_json
-
-
-def version_tuple(text: str | None) -> tuple[int, ...] | None:
-    if not text:
-        return None
-    m = re.match(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?", str(text))
-    if not m:
-        return None
-    return tuple(int(x or 0) for x in m.groups())
+from probe.versions import parse_version
 
 
 @functools.cache
@@ -32,23 +23,23 @@ def spell_flags(
     """vLLM arguments and environment for a pair, as that vLLM version spells them."""
     fd = flags_data()
     warnings: list[str] = []
-    vt = version_tuple(vllm) or version_tuple(fd["latest_known"])
+    vt = parse_version(vllm) or parse_version(fd["latest_known"])
     args: list[str] = []
     env: dict[str, str] = {}
 
     def since(spec: dict[str, Any]) -> bool:
-        return vt >= version_tuple(spec["since"])  # type: ignore[operator]
+        return vt >= parse_version(spec["since"])  # type: ignore[operator]
 
     def env_read(name: str) -> bool:
         spec = fd["env"].get(name, {})
-        until = version_tuple(spec.get("until"))
-        start = version_tuple(spec.get("since"))
+        until = parse_version(spec.get("until"))
+        start = parse_version(spec.get("since"))
         return (until is None or vt <= until) and (start is None or vt >= start)  # type: ignore[operator]
 
     if moe:
         info = fd["moe_backends"].get(moe)
         if since(fd["moe_backend_flag"]):
-            if info and vt < version_tuple(info["since"]):  # type: ignore[operator]
+            if info and vt < parse_version(info["since"]):  # type: ignore[operator]
                 warnings.append(f"--moe-backend {moe} is not accepted before vLLM {info['since']}")
             args += [a.format(value=moe) for a in fd["moe_backend_flag"]["args"]]
             if (
@@ -74,7 +65,7 @@ def spell_flags(
     if attn == "FLASH_ATTN" and fa:
         spec = fd["fa_version_flag"]
         first = spec["versions"].get(str(fa))
-        if first and vt >= version_tuple(first):  # type: ignore[operator]
+        if first and vt >= parse_version(first):  # type: ignore[operator]
             args += [a.format(value=fa) for a in spec["args"]]
         elif env_read("VLLM_FLASH_ATTN_VERSION") and fa in (2, 3):
             env["VLLM_FLASH_ATTN_VERSION"] = str(fa)

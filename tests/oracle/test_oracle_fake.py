@@ -12,7 +12,6 @@ import pytest
 from probe.catalog.gpus import parse_target
 from probe.catalog.models import resolve_model
 from probe.matrix.schema import Matrix
-from probe.oracle import adapters
 from probe.oracle.predict import run_child
 from probe.oracle.queries import attention_query, moe_queries, plan
 from probe.oracle.to_matrix import build_matrix
@@ -105,13 +104,6 @@ def test_version_without_adapter_is_skipped_with_the_reason():
     assert run.skipped and "no oracle adapter for vLLM 0.20.0" in run.skipped
     m = build_matrix(req, run)
     assert [c.outcome.value for c in m.cells] == ["skipped"] and m.run.status == "partial"
-
-
-def test_adapters_by_release_line():
-    assert adapters.adapter_for("0.33.0+cu130") is not None
-    assert adapters.adapter_for("0.26.0") is not None
-    assert adapters.skip_reason("0.26.1.dev3") is None
-    assert "0.26.x, 0.33.x" in (adapters.skip_reason("0.30.0") or "")
 
 
 def test_plan_reads_the_profiles():

@@ -27,20 +27,6 @@ V026_MOE = [
 ]
 
 
-def test_parse_version_and_adapters():
-    assert vc.parse_version("0.26.0") == (0, 26, 0)
-    assert vc.parse_version("0.33.0rc1+cu130") == (0, 33, 0)
-    assert vc.parse_version("0.11.0.dev12") == (0, 11, 0)  # stops at the first non-numeric part
-    assert vc.adapter_for("0.16.0").moe_backend_module is None
-    assert vc.adapter_for("0.18.1").compiled_modules == ("vllm._C", "vllm._moe_C")
-    assert vc.adapter_for("0.26.0").compiled_modules == (
-        "vllm._C_stable_libtorch",
-        "vllm._moe_C_stable_libtorch",
-    )
-    assert vc.adapter_for("0.26.0").moe_factory_names == ("FusedMoE",)
-    assert vc.adapter_for("0.33.0").moe_factory_names[0] == "FusedMoEFactory"
-
-
 def test_static_info_026_reads_source_without_import():
     info = vc.static_info([str(FAKE / "v026")])
     assert info.installed and info.version == "0.26.0"
