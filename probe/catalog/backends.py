@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from probe.catalog._load import load_data_file
+from probe.catalog import datafiles
 
 Mode = Literal["compiled", "jit", "pure-triton", "python"]
 _CC_RE = re.compile(r"^(\d{1,2})\.(\d)$")
@@ -220,4 +220,4 @@ class BackendCatalog(BaseModel):
 
 @functools.cache
 def backend_catalog() -> BackendCatalog:
-    return load_data_file("backends.json", BackendCatalog)
+    return datafiles.load("backends.json", BackendCatalog)

@@ -9,7 +9,6 @@ there costs more than a header scan of libtorch_cuda.so. A malformed file raises
 # no ``from __future__ import annotations``: named tuples would compile every field's annotation string
 
 import functools
-import json
 import re
 from typing import Any, NamedTuple
 
@@ -141,12 +140,11 @@ def validate(raw: Any) -> GpuCatalog:
 
 @functools.cache
 def catalog() -> GpuCatalog:
-    from importlib import resources
+    from probe.catalog import datafiles
 
     try:
-        text = resources.files("probe.data").joinpath("gpus.json").read_text(encoding="utf-8")
-        return validate(json.loads(text))
-    except (OSError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        return validate(datafiles.read_json("gpus.json"))
+    except ValueError as exc:
         raise DataFileError(f"packaged data file probe/data/gpus.json is invalid: {exc}") from exc
 
 

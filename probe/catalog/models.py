@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
 import logging
 import os
-from importlib import resources
 from pathlib import Path
 
+from probe.catalog import datafiles
 from probe.catalog.names import HF_KEY_QUANT, QUANT_SUFFIX, SUFFIX_QUANT, norm
 from probe.catalog.profile import ModelProfile, profile_from_dict
 
@@ -36,17 +35,12 @@ __all__ = ["QUANTS", "VLLM_QUANT_METHOD", "ModelProfile", "find", "find_profile"
 @functools.cache
 def load_profiles() -> tuple[ModelProfile, ...]:
     """All packaged profiles, sorted by file name, validated; a bad file is a bug in probe (DataFileError)."""
-    folder = resources.files("probe.data").joinpath("models")
     profiles: list[ModelProfile] = []
-    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        if not entry.name.endswith(".json"):
-            continue
+    for name in datafiles.list_folder("models"):
         try:
-            profiles.append(profile_from_dict(json.loads(entry.read_text(encoding="utf-8"))))
-        except ValueError as exc:  # JSONDecodeError is a ValueError
-            raise DataFileError(
-                f"packaged model profile probe/data/models/{entry.name} is invalid: {exc}"
-            ) from exc
+            profiles.append(profile_from_dict(datafiles.read_json(name)))
+        except ValueError as exc:
+            raise DataFileError(f"packaged model profile probe/data/{name} is invalid: {exc}") from exc
     keys: dict[str, str] = {}
     for prof in profiles:
         for key in {norm(n) for n in prof.names()}:

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from probe.catalog._load import load_data_file
+from probe.catalog import datafiles
 from probe.outcomes import Outcome
 
 Kind = Literal["decisive", "wrapper", "echo", "benign", "degraded", "stall", "finish"]
@@ -181,4 +181,4 @@ class SignatureDB(BaseModel):
 
 @functools.cache
 def signature_db() -> SignatureDB:
-    return load_data_file("signatures.json", SignatureDB)
+    return datafiles.load("signatures.json", SignatureDB)

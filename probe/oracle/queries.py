@@ -10,12 +10,11 @@ size is left out, as vLLM asserts on it).
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any
 
+from probe.catalog import datafiles
 from probe.catalog.gpus import Gpu
 from probe.catalog.models import ModelProfile, quantization_config
 from probe.errors import DataFileError
@@ -85,8 +84,7 @@ class OracleRequest:
 
 @cache
 def _routing_table() -> dict[str, Any]:
-    text = resources.files("probe.data").joinpath("oracle_routing.json").read_text(encoding="utf-8")
-    data = json.loads(text)
+    data = datafiles.read_json("oracle_routing.json")
     if not isinstance(data, dict) or not isinstance(data.get("model_types"), dict) or "default" not in data:
         raise DataFileError("probe/data/oracle_routing.json: needs 'default' and 'model_types'")
     return data

@@ -21,7 +21,6 @@ import ast
 import importlib
 import importlib.metadata
 import importlib.util
-import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -39,10 +38,9 @@ def known_moe_backends() -> tuple[str, ...]:
     Used only when the installed vLLM's source cannot be read; the child then reports `skipped`
     for a value its vLLM does not accept.
     """
-    from importlib import resources
+    from probe.catalog import datafiles
 
-    text = resources.files("probe.data").joinpath("vllm_flags.json").read_text(encoding="utf-8")
-    return tuple(json.loads(text)["moe_backends"])
+    return tuple(datafiles.read_json("vllm_flags.json")["moe_backends"])
 
 
 # Attention backends probed on NVIDIA by default (non-MLA, decoder); MLA ones need an MLA model.

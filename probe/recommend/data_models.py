@@ -7,13 +7,12 @@
 
 from __future__ import annotations
 
-import json
 import re
-from importlib import resources
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from probe.catalog import datafiles
 from probe.catalog.quants import QUANTS, Quant
 from probe.matrix.schema import Cell
 
@@ -147,7 +146,7 @@ class ReportedData(BaseModel):
 
 
 def _read(name: str) -> Any:
-    return json.loads(resources.files("probe.data").joinpath(name).read_text(encoding="utf-8"))
+    return datafiles.read_json(name)
 
 
 def validate_packaged_data() -> tuple[FlagsData, ReportedData]:

@@ -13,10 +13,10 @@ import logging
 import os
 import re
 from collections.abc import Iterable
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from probe.catalog import datafiles
 from probe.errors import BadInputError, UsageError
 from probe.matrix import cell_rules
 from probe.matrix.scan_predictions import is_static_predictions, predicted_cell_dicts
@@ -29,7 +29,7 @@ REPORTED_FILE = "probe/data/reported.json"
 
 def packaged_json(name: str) -> Any:
     """A data file of ``probe/data`` as parsed JSON."""
-    return json.loads(resources.files("probe.data").joinpath(name).read_text(encoding="utf-8"))
+    return datafiles.read_json(name)
 
 
 def reported_cells() -> list[EvidenceCell]:

@@ -130,3 +130,17 @@ def test_select_by_name_and_kind():
         "attention.flash_attn.fa4",
     }
     assert all(b.kind == "moe" for b in cat.select(["moe"]))
+
+
+def test_one_reader_of_the_packaged_data():
+    """One path per concept: only probe/catalog/datafiles.py opens probe/data."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "probe"
+    readers = sorted(
+        str(p.relative_to(root.parent))
+        for p in root.rglob("*.py")
+        if re.search(r"resources\.files\(|probe\.data\b.*(open|read_text)", p.read_text())
+    )
+    assert readers == ["probe/catalog/datafiles.py"]

@@ -1,0 +1,60 @@
+"""The one reader of probe's packaged data (``probe/data``): parsed once per process, validated at load.
+
+Every packaged file (GPU catalog, backend catalog, model profiles, failure signatures, vLLM flag
+spellings, field reports, oracle routing) is read through :func:`read_json` (plain JSON, cached: callers
+treat the result as read-only) or :func:`load` (validated by a pydantic model of the catalog). A missing
+or malformed file is a bug in probe's package: :class:`~probe.errors.DataFileError`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from importlib import resources
+from typing import Any, TypeVar
+
+from probe.errors import DataFileError
+
+M = TypeVar("M")
+
+PACKAGE = "probe.data"
+
+
+@functools.cache
+def read_json(name: str) -> Any:
+    """``probe/data/<name>`` parsed (``name`` may hold a sub-folder: ``models/x.json``); cached."""
+    try:
+        text = resources.files(PACKAGE).joinpath(name).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DataFileError(f"packaged data file probe/data/{name} is missing: {exc}") from exc
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise DataFileError(f"packaged data file probe/data/{name} is not JSON: {exc}") from exc
+
+
+@functools.cache
+def list_folder(name: str) -> tuple[str, ...]:
+    """The ``*.json`` files of ``probe/data/<name>/``, as ``<name>/<file>``, sorted by file name."""
+    folder = resources.files(PACKAGE).joinpath(name)
+    try:
+        entries = sorted(e.name for e in folder.iterdir() if e.name.endswith(".json"))
+    except OSError as exc:
+        raise DataFileError(f"packaged data folder probe/data/{name} is missing: {exc}") from exc
+    return tuple(f"{name}/{e}" for e in entries)
+
+
+def load(name: str, model: type[M]) -> M:
+    """``probe/data/<name>`` validated by a pydantic model (``model.model_validate``), once per process."""
+    key = (name, model)
+    if key not in _VALIDATED:
+        from pydantic import ValidationError
+
+        try:
+            _VALIDATED[key] = model.model_validate(read_json(name))  # type: ignore[attr-defined]
+        except ValidationError as exc:
+            raise DataFileError(f"packaged data file probe/data/{name} is invalid: {exc}") from exc
+    return _VALIDATED[key]
+
+
+_VALIDATED: dict[tuple[str, type[Any]], Any] = {}
