@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from probe.cells import CellKind
+from probe.cell_params import CellKind
 from probe.cli.plan_args import add_plan_arguments, build_plan_from_args
 from probe.sandbox.runner import RunnerConfig, run_cells
 

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from probe import __version__
-from probe.cells import CellKind, CellResult, cell_shape
+from probe.cell_params import CellKind, cell_shape
+from probe.cells import CellResult
 from probe.matrix.io import write_document
 from probe.matrix.schema import (
     Cell,

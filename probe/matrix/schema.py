@@ -29,9 +29,9 @@ from pydantic import (
     model_validator,
 )
 
-from probe.cells import CellKindName
+from probe.cell_params import CellKindName
+from probe.cells import CellRecord, ordered
 from probe.matrix import cell_rules
-from probe.outcomes import Outcome
 
 SCHEMA_VERSION: Literal[1] = 1
 
@@ -170,12 +170,19 @@ class StaticSection(BaseModel):
     )
 
 
-class Cell(BaseModel):
-    """One probe outcome, with its shape and evidence source."""
+#: the order a matrix writes a cell's fields in (published matrices re-render byte for byte)
+CELL_FIELD_ORDER: tuple[str, ...] = (
+    "id", "kind", "evidence", "citation", "basis", "gpu_sm", "backend", "moe_backend", "attention_backend",
+    "fa_version", "engine_args", "quant", "experts", "top_k", "hidden", "intermediate", "tp", "num_heads",
+    "num_kv_heads", "head_dim", "model", "vllm_version", "outcome", "degraded", "degraded_reasons", "phase",
+    "root_cause", "hint", "exit_code", "signal", "wall_s", "peak_rss_mb", "timings", "ref_error", "details",
+    "log_excerpt", "params",
+)  # fmt: skip
 
-    model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(min_length=1)
+class Cell(CellRecord):
+    """One probe outcome, with its shape and evidence source (what happened: ``probe.cells.CellRecord``)."""
+
     kind: CellKindName
     evidence: Evidence = "measured"
     citation: str | None = Field(default=None, description="required for evidence 'reported'")
@@ -206,21 +213,6 @@ class Cell(BaseModel):
     head_dim: int | None = None
     model: str | None = None
     vllm_version: str | None = None
-    outcome: Outcome
-    degraded: bool = False
-    degraded_reasons: list[str] = []
-    phase: str | None = None
-    root_cause: str | None = None
-    hint: str | None = None
-    exit_code: int | None = None
-    signal: str | None = None
-    wall_s: float = 0.0
-    peak_rss_mb: float | None = None
-    timings: dict[str, float] = {}
-    ref_error: float | None = None
-    details: dict[str, Any] = {}
-    log_excerpt: str | None = None
-    params: dict[str, Any] = {}
 
     @model_validator(mode="after")
     def _check(self) -> Cell:
@@ -229,10 +221,10 @@ class Cell(BaseModel):
         return self
 
     @model_serializer(mode="wrap")
-    def _omit_unstated_basis(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``basis`` is left out when not stated, so matrices written before it existed re-render byte
-        for byte."""
-        data: dict[str, Any] = handler(self)
+    def _matrix_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Fields in :data:`CELL_FIELD_ORDER`; ``basis`` is left out when not stated, so matrices written
+        before it existed re-render byte for byte."""
+        data: dict[str, Any] = ordered(handler(self), CELL_FIELD_ORDER)
         if data.get("basis") is None:
             data.pop("basis", None)
         return data

@@ -27,7 +27,8 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from probe.cells import AttentionParams, EngineParams, ProbeContext
+from probe.cell_params import AttentionParams, EngineParams
+from probe.cells import ProbeContext
 from probe.probes.common import result
 from probe.probes.engine_build import (
     attention_modules,

@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from probe.cells import AttentionParams, EngineParams, ProbeContext
+from probe.cell_params import AttentionParams, EngineParams
+from probe.cells import ProbeContext
 from probe.probes.common import skipped, unsupported
 from probe.probes.introspect import selected_moe_backend
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from probe.cells import CellKind, CellSpec, ProbeContext
+from probe.cell_params import CellKind
+from probe.cells import CellSpec, ProbeContext
 from probe.probes.common import result, skipped
 
 WARM_TARGET = "probe.probes.jit_warm:run"

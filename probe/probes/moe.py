@@ -22,7 +22,8 @@ from typing import Any
 from probe.catalog.models import QUANTS as CATALOG_QUANTS
 from probe.catalog.models import VLLM_QUANT_METHOD, quantization_config
 from probe.catalog.quants import shape_skip_reason
-from probe.cells import MoeParams, ProbeContext
+from probe.cell_params import MoeParams
+from probe.cells import ProbeContext
 from probe.probes.common import result, skipped, unsupported
 from probe.probes.introspect import selected_moe_backend
 from probe.probes.runtime import ensure_runtime as _ensure_runtime

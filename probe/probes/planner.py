@@ -28,16 +28,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from probe.cells import (
+from probe.cell_params import (
     PLANNED_KINDS,
     AttentionParams,
     CellBudget,
     CellKind,
-    CellSpec,
     EngineParams,
     ImportParams,
     MoeParams,
 )
+from probe.cells import CellSpec
 from probe.errors import OptionError, UsageError
 from probe.probes import vllm_compat
 from probe.probes.engine import ENGINE_ENV

@@ -31,6 +31,7 @@ PROBE_CODE_DIRS: list[Path] = [
     Path(__file__).resolve().parent,
     Path(__file__).resolve().parent.parent / "probes",
     Path(__file__).resolve().parent.parent / "cells.py",
+    Path(__file__).resolve().parent.parent / "cell_params.py",
 ]
 
 

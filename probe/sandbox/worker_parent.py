@@ -26,7 +26,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from probe.cells import CellBudget, CellSpec
+from probe.cell_params import CellBudget
+from probe.cells import CellSpec
 from probe.sandbox import gpu_procs, gpulock, procs, stacks
 from probe.sandbox.capture import HeadTail
 from probe.sandbox.config import RunnerConfig

@@ -6,7 +6,7 @@ import importlib.util
 
 import pytest
 
-from probe.cells import AttentionParams, CellParamsError, EngineParams
+from probe.cell_params import AttentionParams, CellParamsError, EngineParams
 from probe.probes.engine import attention_test_config, engine_kwargs
 
 

@@ -8,7 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from probe.cells import CellBudget, CellKind, CellSpec, EngineParams, cell_shape
+from probe.cell_params import CellBudget, CellKind, EngineParams, cell_shape
+from probe.cells import CellSpec
 from probe.cli.plan_args import add_plan_arguments, engine_tp_sizes, plan_options
 from probe.errors import OptionError
 from probe.probes.engine_build import engine_kwargs, parallel_skip_reason

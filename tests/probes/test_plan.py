@@ -232,7 +232,7 @@ def test_plan_options_are_typed_and_frozen():
 
 
 def test_specs_round_trip_through_typed_params(vllm026):
-    from probe.cells import AttentionParams, CellKind, EngineParams, MoeParams
+    from probe.cell_params import AttentionParams, CellKind, EngineParams, MoeParams
 
     typed = {CellKind.MOE: MoeParams, CellKind.ATTENTION: AttentionParams, CellKind.ENGINE: EngineParams}
     specs = _plan("--experts", "8", "--tp", "1", "--models", "122b")
@@ -251,7 +251,8 @@ def test_published_plan_file_loads_and_its_params_parse():
     import json
     from pathlib import Path
 
-    from probe.cells import AttentionParams, CellKind, CellSpec, EngineParams, MoeParams
+    from probe.cell_params import AttentionParams, CellKind, EngineParams, MoeParams
+    from probe.cells import CellSpec
     from probe.sandbox.journal import plan_hash
 
     path = Path(__file__).parents[2] / "matrices/measured/nvidia-h200-sm90-vllm-0.26.0.plan.json.gz"

@@ -72,7 +72,7 @@ def test_real_probe_code_error_is_flagged(cfg, isolate):
     assert r.details["exception"]["type"].endswith("CellParamsError")
     assert "missing 4 required keyword-only arguments" in r.details["exception"]["message"]
     assert r.details.get("probe_error") is True
-    assert "raised in probe's own code (probe/cells.py:" in r.hint
+    assert "raised in probe's own code (probe/cell_params.py:" in r.hint
     assert "most likely a probe bug, not a backend failure" in r.hint
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from probe.cells import CellBudget, CellSpec, EngineParams, MoeParams
+from probe.cell_params import CellBudget, EngineParams, MoeParams
+from probe.cells import CellSpec
 from probe.sandbox.config import RunnerConfig
 from probe.sandbox.memory import GIB, MemoryPolicy
 from probe.sandbox.scheduler import RunReport, Scheduler, params_for_child
