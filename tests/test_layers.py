@@ -76,7 +76,7 @@ def _imports(tree: ast.Module, module: str, is_pkg: bool) -> Iterator[tuple[str,
 @cache
 def graph() -> dict[str, list[tuple[str, bool]]]:
     """module -> its imports (names as written, resolved to ``probe`` modules where they are one)."""
-    files = {_module_name(p): p for p in PKG.rglob("*.py")}
+    files = {_module_name(p): p for p in PKG.rglob("*.py") if "data" not in p.relative_to(PKG).parts}
     out: dict[str, list[tuple[str, bool]]] = {}
     for mod, path in files.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))

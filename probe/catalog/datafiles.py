@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 from importlib import resources
+from pathlib import Path
 from typing import Any, TypeVar
 
 from probe.errors import DataFileError
@@ -42,6 +43,14 @@ def list_folder(name: str) -> tuple[str, ...]:
     except OSError as exc:
         raise DataFileError(f"packaged data folder probe/data/{name} is missing: {exc}") from exc
     return tuple(f"{name}/{e}" for e in entries)
+
+
+def published_matrices() -> Path | None:
+    """The published matrices shipped with the package (``probe/data/matrices``: in a checkout a link
+    to the repository's ``matrices/``; in an installed package a copy of its ``*.json`` files); None
+    when the package was installed without them."""
+    path = Path(str(resources.files(PACKAGE).joinpath("matrices")))
+    return path if path.is_dir() else None
 
 
 def load(name: str, model: type[M]) -> M:

@@ -10,7 +10,8 @@ import sys
 from collections.abc import Sequence
 
 from probe import __version__
-from probe.errors import EXIT_INFRA, EXIT_INTERRUPTED, ProbeError
+from probe.cli.flags import flag_error
+from probe.errors import EXIT_INFRA, EXIT_INTERRUPTED, OptionError, ProbeError
 
 # Order = order in --help. Each name is a module probe.cli.<name> defining configure_parser(p)
 # and execute(args) -> int. Only the module of the verb being run is imported, so start-up stays
@@ -82,7 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ProbeError as exc:
         if args.debug:
             raise
-        print(f"probe {args.verb}: error: {exc}", file=sys.stderr)
+        shown = flag_error(exc) if isinstance(exc, OptionError) else exc  # the core names settings
+        print(f"probe {args.verb}: error: {shown}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"probe {args.verb}: interrupted", file=sys.stderr)

@@ -4,7 +4,7 @@ Examples:
   probe recommend --model 122b                       (GPU of the measured matrix in matrices/)
   probe recommend --model 35b --gpu sm_110a --json
   probe recommend --model ./my-model/config.json --matrix matrix.json
-Default --matrix: $PROBE_MATRICES, else ./matrices, else the matrices/ folder of the probe checkout.
+Default --matrix: $PROBE_MATRICES, else the published matrices shipped with probe (matrices/ of its source).
 Exit: 0 answered; 2 usage error (unknown model / GPU); 3 no working pair in the evidence; 6 bad matrix.
 """
 

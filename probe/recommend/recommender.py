@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from probe.catalog import models as catalog_models
 from probe.catalog.gpus import parse_target
 from probe.catalog.profile import ModelProfile
-from probe.errors import UsageError
+from probe.errors import OptionError, UsageError
 from probe.recommend import cautions, halves, reports, select, verdict
 from probe.recommend.flags import engine_arg_flags, flags_data, spell_flags
 from probe.recommend.halves import Half
@@ -63,12 +63,14 @@ def target_gpu(gpu: str | None, cells: list[EvidenceCell], paths: list[Path]) ->
         name = next((c.gpu_name for c in cells if c.get("gpu_sm") == sm and c.gpu_name), None)
         return sm, name or parse_target(str(sm)).names[0]
     if measured:
-        raise UsageError(
+        raise OptionError(
+            "gpu",
             "the matrices hold measurements for several GPUs: " + ", ".join(f"sm_{s}" for s in measured),
-            hint="pick one with --gpu",
+            hint="pick one of them",
         )
-    raise UsageError(
-        "no measured matrix found; say which GPU to predict for with --gpu (e.g. --gpu sm_110a)",
+    raise OptionError(
+        "gpu",
+        "no measured matrix found; say which GPU to predict for (e.g. sm_110a)",
         hint=f"matrices searched: {', '.join(str(p) for p in paths) or '(none)'}",
     )
 
@@ -168,7 +170,8 @@ def _gpu_count_warnings(best: Pair, req: Request) -> list[str]:
     if not req.tp or not counts or counts[0] >= req.tp:
         return []
     return [
-        f"the evidence came from a run on {counts[0]} GPU(s) (provenance.gpu.count), fewer than --tp {req.tp}"
+        f"the evidence came from a run on {counts[0]} GPU(s) (provenance.gpu.count), fewer than the "
+        f"{req.tp} GPUs of tensor parallelism asked for"
     ]
 
 

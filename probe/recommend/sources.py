@@ -43,15 +43,12 @@ def reported_cells() -> list[EvidenceCell]:
 
 
 def default_matrix_paths() -> list[Path]:
-    """``$PROBE_MATRICES`` (os.pathsep-separated), else ./matrices, else the checkout's matrices/."""
+    """``$PROBE_MATRICES`` (os.pathsep-separated), else the published matrices shipped with the package."""
     env = os.environ.get("PROBE_MATRICES")
     if env:
         return [Path(p) for p in env.split(os.pathsep) if p]
-    cwd = Path.cwd() / "matrices"
-    if cwd.is_dir():
-        return [cwd]
-    repo = Path(__file__).resolve().parent.parent.parent / "matrices"
-    return [repo] if repo.is_dir() else []
+    shipped = datafiles.published_matrices()
+    return [shipped] if shipped is not None else []
 
 
 _PER_GPU = re.compile(r"^sm_(\d+)\.json$")

@@ -239,7 +239,8 @@ class CompileWatch:
         if not self._was_compiling:  # as of the last tick (the runner samples, then checks its deadline)
             return None
         what = ", ".join(self.what) if self.what else (self.last_line or "kernels")
-        budget = f"; the --jit-timeout of {self.jit_timeout_s:.0f} s was spent" if self.budget_spent() else ""
+        spent = self.budget_spent()
+        budget = f"; the JIT time limit of {self.jit_timeout_s:.0f} s was spent" if spent else ""
         return f"probe: stopped while JIT-compiling {what} after {self.compile_s:.0f} s of compiling{budget}"
 
     def details(self) -> dict[str, Any]:

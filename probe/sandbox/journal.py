@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from probe import __version__
 from probe.cells import CellResult, CellSpec
-from probe.errors import BadInputError, UsageError
+from probe.errors import BadInputError, OptionError
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +104,8 @@ class Journal:
         headers, results, good = read_journal(p)
         if headers or results:
             if not resume:
-                raise UsageError(
-                    f"journal {p} already exists",
-                    hint="pass --resume to continue it, or choose another --journal path",
+                raise OptionError(
+                    "journal", f"{p} already exists", hint="resume it, or choose another journal path"
                 )
             first = headers[0]
             if meta.get("plan_hash") and first.get("plan_hash") and meta["plan_hash"] != first["plan_hash"]:

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 _OOM_HINT = "lower the probe's memory (gpu_memory_utilization / batch) or run with fewer -j"
 _JIT_HINT = (
-    "a JIT build outlived the compile budget: raise --jit-timeout, or compile first (probe run --warm-jit)"
+    "a JIT build outlived the compile budget: give JIT builds more time, or compile first (the JIT warm-up "
+    "pre-pass of probe run)"
 )
 
 # Folders (and files) holding probe's own cell code: an exception raised there (innermost traceback

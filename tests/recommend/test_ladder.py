@@ -177,4 +177,4 @@ def test_tp2_prefers_tp2_engine_runs_and_says_when_emulated():
     out = recommend("35b", gpu="sm_90", tp=2, loaded=single)
     assert out.moe_backend == "marlin"
     assert any("emulated" in w for w in out.warnings)
-    assert any("fewer than --tp 2" in w for w in out.warnings)
+    assert any("fewer than the 2 GPUs" in w for w in out.warnings)

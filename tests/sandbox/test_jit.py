@@ -64,7 +64,7 @@ def test_compile_budget_is_capped_by_jit_timeout():
     assert w.compile_seconds() == pytest.approx(190.0)
     assert w.deadline(300.0) == pytest.approx(360.0)
     assert w.budget_spent()
-    assert "--jit-timeout of 60 s was spent" in (w.stopped_cause() or "")
+    assert "JIT time limit of 60 s was spent" in (w.stopped_cause() or "")
 
 
 def test_no_compiler_no_extension_and_no_cause():
