@@ -49,7 +49,7 @@ def published_matrices() -> Path | None:
     """The published matrices shipped with the package (``probe/data/matrices``: in a checkout a link
     to the repository's ``matrices/``; in an installed package a copy of its ``*.json`` files); None
     when the package was installed without them."""
-    path = Path(str(resources.files(PACKAGE).joinpath("matrices")))
+    path = Path(str(resources.files(PACKAGE).joinpath("matrices"))).resolve()  # a checkout: its matrices/
     return path if path.is_dir() else None
 
 

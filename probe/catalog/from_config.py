@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,7 @@ def _hybrid_layers(
             "moe_layers": pat.count("E"),
             "attention_layers": pat.count("*"),
         }
-        moe = moe._replace(moe_layers=pat.count("E")) if moe else None
+        moe = replace(moe, moe_layers=pat.count("E")) if moe else None
         return pat.count("*") or layers, hybrid, moe
     return layers, None, moe
 

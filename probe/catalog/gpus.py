@@ -1,16 +1,17 @@
 """The GPU catalog (``probe/data/gpus.json``): compute capabilities, names, families, iGPU rules.
 
-Typed named tuples, read with :mod:`json` and validated by hand rather than with pydantic: ``probe
+Frozen dataclasses, read with :mod:`json` and validated by hand rather than with pydantic: ``probe
 scan`` and ``probe recommend`` consult the catalog on their start-up paths, and building pydantic models
 there costs more than a header scan of libtorch_cuda.so. A malformed file raises :class:`DataFileError`
 (a bug in probe).
 """
 
-# no ``from __future__ import annotations``: named tuples would compile every field's annotation string
+from __future__ import annotations
 
 import functools
 import re
-from typing import Any, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any
 
 from probe.errors import DataFileError, UsageError
 
@@ -28,7 +29,8 @@ _GPU_FIELDS = {
 _TOP_FIELDS = {"schema_version", "sources", "families", "gpus", "ptx_isa_min_driver"}
 
 
-class Gpu(NamedTuple):
+@dataclass(frozen=True)
+class Gpu:
     sm: int  # compute capability as major*10+minor, e.g. 110 for 11.0
     names: tuple[str, ...]
     aliases: tuple[str, ...] = ()
@@ -56,12 +58,13 @@ class Gpu(NamedTuple):
         return f"sm_{self.sm}"
 
 
-class GpuCatalog(NamedTuple):
+@dataclass(frozen=True)
+class GpuCatalog:
     schema_version: int
     sources: dict[str, str]
     families: dict[int, list[int]]
     gpus: tuple[Gpu, ...]
-    ptx_isa_min_driver: dict[str, str] = {}
+    ptx_isa_min_driver: dict[str, str] = field(default_factory=dict)
 
     def by_sm(self, sm: int) -> Gpu | None:
         return next((g for g in self.gpus if g.sm == sm), None)

@@ -14,6 +14,7 @@ import difflib
 import functools
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from probe.catalog import datafiles
@@ -91,9 +92,9 @@ def _with_quant(prof: ModelProfile, quant: str | None) -> ModelProfile:
         match = next((q for q in prof.quant_formats if quant in fp8ish and q in fp8ish), None)
         if match is None:
             log.info("%s: quant %s is not among the known formats %s", prof.name, quant, prof.quant_formats)
-            return prof._replace(quant=quant, quant_formats=(*prof.quant_formats, quant))
+            return replace(prof, quant=quant, quant_formats=(*prof.quant_formats, quant))
         quant = match
-    return prof._replace(quant=quant)
+    return replace(prof, quant=quant)
 
 
 def find_profile(text: str) -> ModelProfile | None:

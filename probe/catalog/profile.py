@@ -1,16 +1,17 @@
 """The model profile type: layer shapes, quant formats, aliases and sources of one LLM.
 
-One type for every user (``probe models``, the planner, the engine probe, ``recommend``). Typed named
-tuples (immutable; ``_replace`` for a changed copy) checked by hand, rather than pydantic models or
-dataclasses: ``recommend`` reads the catalog on its start-up path, which must stay well under 0.2 s as a
-whole process, and importing ``dataclasses`` and building the classes costs ~20 ms there.
+One type for every user (``probe models``, the planner, the engine probe, ``recommend``). Frozen
+dataclasses (``dataclasses.replace`` for a changed copy) checked by hand rather than by pydantic:
+``recommend`` reads the catalog on its start-up path, which must stay well under 0.2 s as a whole
+process, and importing pydantic alone costs ~100 ms there.
 :func:`profile_from_dict` raises ``ValueError`` on anything malformed; the catalog loader turns that
 into a ``DataFileError``.
 """
 
-# no ``from __future__ import annotations``: named tuples would compile every field's annotation string
+from __future__ import annotations
 
-from typing import Any, Literal, NamedTuple, get_args
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal, get_args
 
 from probe.catalog.quants import QUANTS
 from probe.errors import UsageError
@@ -18,7 +19,8 @@ from probe.errors import UsageError
 Activation = Literal["silu", "relu2", "swigluoai"]
 
 
-class MoeShape(NamedTuple):
+@dataclass(frozen=True)
+class MoeShape:
     experts: int
     top_k: int
     intermediate: int  # moe_intermediate_size (per expert, before TP)
@@ -29,7 +31,8 @@ class MoeShape(NamedTuple):
     moe_layers: int | None = None
 
 
-class MlaShape(NamedTuple):
+@dataclass(frozen=True)
+class MlaShape:
     q_lora_rank: int | None
     kv_lora_rank: int
     qk_nope_head_dim: int
@@ -37,10 +40,11 @@ class MlaShape(NamedTuple):
     v_head_dim: int
 
     def to_dict(self) -> dict[str, Any]:
-        return self._asdict()
+        return asdict(self)
 
 
-class ModelProfile(NamedTuple):
+@dataclass(frozen=True)
+class ModelProfile:
     name: str
     slug: str
     model_type: str
@@ -53,7 +57,7 @@ class ModelProfile(NamedTuple):
     quant: str  # the quant format probe assumes unless told otherwise (one of QUANTS)
     vocab_size: int
     aliases: tuple[str, ...] = ()
-    hf_repo_ids: dict[str, list[str]] = {}
+    hf_repo_ids: dict[str, list[str]] = field(default_factory=dict)
     user_report_variant: str | None = None
     text_model_type: str | None = None
     architectures: tuple[str, ...] = ()
@@ -68,8 +72,8 @@ class ModelProfile(NamedTuple):
     quant_formats: tuple[str, ...] = ()
     quant_note: str | None = None
     max_context: int | None = None
-    field_status: dict[str, str] = {}
-    sources: dict[str, str] = {}
+    field_status: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     origin: str = "catalog"  # 'catalog' or the config.json it was derived from
 
@@ -114,9 +118,9 @@ class ModelProfile(NamedTuple):
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, in field order of the packaged files (tuples as lists)."""
-        data = self._asdict()
-        data["moe"] = self.moe._asdict() if self.moe else None
-        data["mla"] = self.mla._asdict() if self.mla else None
+        data = asdict(self)
+        data["moe"] = asdict(self.moe) if self.moe else None
+        data["mla"] = asdict(self.mla) if self.mla else None
         order = [
             "name", "slug", "aliases", "hf_repo_ids", "user_report_variant", "model_type", "text_model_type",
             "architectures", "vllm_text_architecture", "total_params", "active_params", "num_hidden_layers",
@@ -231,7 +235,7 @@ def _collections(where: str, raw: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-_ALL_FIELDS = set(ModelProfile._fields)
+_ALL_FIELDS = {f.name for f in fields(ModelProfile)}
 
 
 def check_profile(p: ModelProfile) -> ModelProfile:

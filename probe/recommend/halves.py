@@ -10,10 +10,11 @@
 A half whose best rung gives nothing lists what ruled its backends out (:attr:`Half.ruled_out`).
 """
 
-# no ``from __future__ import annotations``: named tuples would compile every field's annotation string
+from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 from probe.recommend import select
 from probe.recommend import verdict as v
@@ -22,7 +23,8 @@ from probe.recommend.types import Choice, EvidenceCell, Request, unique_cells
 RUNGS = ("measured", "measured_nearest", "predicted", "reported")
 
 
-class Half(NamedTuple):
+@dataclass(frozen=True)
+class Half:
     role: str  # "moe" | "attention"
     basis: str  # one of RUNGS, or "none"
     choices: list[Choice]

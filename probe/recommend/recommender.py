@@ -12,8 +12,9 @@ pydantic.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from probe.catalog import models as catalog_models
 from probe.catalog.gpus import parse_target
@@ -49,7 +50,7 @@ def model_profile(model: str, quant: str | None) -> ModelProfile:
             + " — or pass a config.json / model folder / cached HF id",
         )
     prof, named_quant = hit if hit is not None else (catalog_models.resolve_model(model), None)
-    return prof._replace(quant=quant or named_quant or prof.quant)
+    return replace(prof, quant=quant or named_quant or prof.quant)
 
 
 def target_gpu(gpu: str | None, cells: list[EvidenceCell], paths: list[Path]) -> tuple[int, str]:
@@ -213,7 +214,8 @@ def _overall(halves: dict[str, HalfBasis]) -> str:
     return "measured+predicted" if "measured" in kinds else "predicted+reported"
 
 
-class _Ladder(NamedTuple):
+@dataclass(frozen=True)
+class _Ladder:
     moe: Half | None
     attn: Half | None
     ruled: list[EvidenceCell]
@@ -246,7 +248,8 @@ def _answer(
         + cautions.degraded(best)
         + _gpu_count_warnings(best, req)
     )
-    return base._replace(
+    return replace(
+        base,
         basis=_overall(halves),
         moe_backend=best.moe,
         attention_backend=best.attn,
@@ -269,7 +272,8 @@ def _preferences(fd: dict[str, Any], req: Request, mine: list[EvidenceCell]) -> 
     prefs = select.Preferences.of(fd, req)
     moe = verdict.auto_pick(verdict.oracle_cells(mine, req, "moe"))
     attn = verdict.auto_pick(verdict.oracle_cells(mine, req, "attention"))
-    return prefs._replace(
+    return replace(
+        prefs,
         moe_order=([moe] if moe else []) + prefs.moe_order,
         attention_order=([attn] if attn else []) + prefs.attention_order,
     )
@@ -288,7 +292,7 @@ def _nothing_works(
         if rel.all or failed
         else cautions.nothing_works(rel, req)
     )
-    return base._replace(evidence=evidence, warnings=[*warnings, text])
+    return replace(base, evidence=evidence, warnings=[*warnings, text])
 
 
 def recommend(

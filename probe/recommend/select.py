@@ -1,9 +1,10 @@
 """Choosing: which cells concern the request, which backends they show working, the candidate
 MoE x attention pairs, and the order pairs are ranked in (:class:`PairRank`)."""
 
-# no ``from __future__ import annotations``: named tuples would compile every field's annotation string
+from __future__ import annotations
 
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 from probe.recommend import reports
 from probe.recommend.types import (
@@ -111,7 +112,8 @@ def engine_relevant(c: EvidenceCell, req: Request) -> bool:
     )
 
 
-class Relevant(NamedTuple):
+@dataclass(frozen=True)
+class Relevant:
     """The cells (for the asked GPU) that concern the request, per role."""
 
     moe: list[EvidenceCell]
@@ -243,7 +245,8 @@ def kernel_pairs(
 # ------------------------------------------------------------------ ranking
 
 
-class Preferences(NamedTuple):
+@dataclass(frozen=True)
+class Preferences:
     """What breaks ties: backends vLLM only falls back to, and vLLM's own auto-selection order."""
 
     last_resort: frozenset[str]
@@ -251,7 +254,7 @@ class Preferences(NamedTuple):
     attention_order: list[str]
 
     @classmethod
-    def of(cls, flags: dict[str, Any], req: Request) -> "Preferences":
+    def of(cls, flags: dict[str, Any], req: Request) -> Preferences:
         prio = flags.get("auto_priority", {})
         return cls(
             frozenset(k for k, v in flags["moe_backends"].items() if v.get("last_resort")),

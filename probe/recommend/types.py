@@ -1,14 +1,15 @@
 """The recommender's types: a cell with where it came from, the question asked, choices, pairs, answer.
 
-Typed named tuples (immutable; no pydantic and no dataclasses: ``probe recommend`` must answer in well
-under 0.2 s as a whole process; defaults are never mutated). Cells stay the JSON objects of the matrix
+Frozen dataclasses, as every value inside probe (pydantic only where a file is read or written; not on
+this path: ``probe recommend`` must answer in well under 0.2 s as a whole process). Cells stay the JSON objects of the matrix
 schema (``probe.matrix.schema.Cell`` fields); what the recommender knows about a cell beyond them is a
 typed field of :class:`EvidenceCell`.
 """
 
-# no ``from __future__ import annotations``: named tuples would compile every field's annotation string
+from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from probe.catalog.names import norm
 from probe.catalog.profile import ModelProfile
@@ -50,7 +51,8 @@ FAILED_OUTCOMES = frozenset(o.value for o in Outcome if o.failed)
 EVIDENCE_RANK = {"measured": 3, "reported": 2, "predicted": 1}
 
 
-class EvidenceCell(NamedTuple):
+@dataclass(frozen=True)
+class EvidenceCell:
     """One cell (schema fields; ``evidence`` always set) and what the recommender knows about it."""
 
     cell: dict[str, Any]
@@ -83,7 +85,7 @@ class EvidenceCell(NamedTuple):
         return EVIDENCE_RANK[self.evidence]
 
 
-def unique_cells(cells: "list[EvidenceCell]") -> "list[EvidenceCell]":
+def unique_cells(cells: list[EvidenceCell]) -> list[EvidenceCell]:
     """The cells without repeats (the same cell of the same file), in order."""
     seen: set[tuple[str, str]] = set()
     out = []
@@ -95,12 +97,14 @@ def unique_cells(cells: "list[EvidenceCell]") -> "list[EvidenceCell]":
     return out
 
 
-class LoadedEvidence(NamedTuple):
+@dataclass(frozen=True)
+class LoadedEvidence:
     cells: list[EvidenceCell]
     files: list[str]  # the matrix files read (the answer's ``matrices``)
 
 
-class Request(NamedTuple):
+@dataclass(frozen=True)
+class Request:
     """The question: this model, in this quant, at this TP (None: any), on this GPU."""
 
     profile: ModelProfile
@@ -110,7 +114,7 @@ class Request(NamedTuple):
     name_keys: frozenset[str]
 
     @classmethod
-    def of(cls, profile: ModelProfile, quant: str, tp: int | None, sm: int) -> "Request":
+    def of(cls, profile: ModelProfile, quant: str, tp: int | None, sm: int) -> Request:
         return cls(profile, quant, tp, sm, frozenset(norm(n) for n in profile.names()))
 
     @property
@@ -144,7 +148,8 @@ class Request(NamedTuple):
         return isinstance(name, str) and norm(name) in self.name_keys
 
 
-class Choice(NamedTuple):
+@dataclass(frozen=True)
+class Choice:
     """One backend (and FA version) with the cells that say it works / fails at this shape."""
 
     backend: str
@@ -169,7 +174,8 @@ def args_key(engine_args: Any) -> ArgsKey:
     return tuple(sorted((str(k), str(v)) for k, v in (engine_args or {}).items()))
 
 
-class Pair(NamedTuple):
+@dataclass(frozen=True)
+class Pair:
     """A candidate answer: MoE backend x attention backend (+ FA version, engine args), scored."""
 
     moe: str | None
@@ -186,7 +192,8 @@ class Pair(NamedTuple):
         return self.moe, self.attn, self.fa, args_key(self.args)
 
 
-class PairRank(NamedTuple):
+@dataclass(frozen=True, order=True)
+class PairRank:
     """The sort key of a pair: smaller is better, field by field."""
 
     last_resort: int  # 1: a backend vLLM only falls back to
@@ -200,7 +207,8 @@ class PairRank(NamedTuple):
     attention_name: str
 
 
-class Recommendation(NamedTuple):
+@dataclass(frozen=True)
+class Recommendation:
     """The answer (``to_dict()`` is the ``probe recommend --json`` document; docs/publish.md)."""
 
     model: str
@@ -211,22 +219,24 @@ class Recommendation(NamedTuple):
     moe_backend: str | None = None
     attention_backend: str | None = None
     fa_version: int | None = None
-    engine_args: dict[str, Any] = {}
+    engine_args: dict[str, Any] = field(default_factory=dict)
     vllm_version: str | None = None
     flags_for_vllm: str | None = None
-    flags: list[str] = []
-    env: dict[str, str] = {}
-    evidence: "list[EvidenceEntry]" = []
-    speed: "Speed | None" = None
-    runner_up: "RunnerUp | None" = None
-    halves: "dict[str, HalfBasis]" = {}  # 'moe' / 'attention' -> the chosen backend's evidence basis
-    warnings: list[str] = []
-    notes: list[str] = []
-    matrices: list[str] = []
+    flags: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    evidence: list[EvidenceEntry] = field(default_factory=list)
+    speed: Speed | None = None
+    runner_up: RunnerUp | None = None
+    halves: dict[str, HalfBasis] = field(
+        default_factory=dict
+    )  # 'moe' / 'attention' -> the chosen backend's evidence basis
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    matrices: list[str] = field(default_factory=list)
 
     @property
     def found(self) -> bool:
         return bool(self.attention_backend or self.moe_backend)
 
     def to_dict(self) -> dict[str, Any]:
-        return self._asdict()
+        return asdict(self)

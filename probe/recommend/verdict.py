@@ -14,23 +14,26 @@ A backend is predicted to work only when
 Each step returns a :class:`Step` (``ok`` None: the source says nothing); :func:`verdict` combines them.
 """
 
-# no ``from __future__ import annotations``: named tuples would compile every field's annotation string
+from __future__ import annotations
 
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 from probe.matrix.scan_predictions import variant_for_quant
 from probe.recommend import reports
 from probe.recommend.types import EvidenceCell, Request
 
 
-class Step(NamedTuple):
+@dataclass(frozen=True)
+class Step:
     source: str  # vllm_check / hand_rule / elf_scan / field_report
     ok: bool | None  # None: nothing to say
     cells: list[EvidenceCell]
     reason: str
 
 
-class BackendVerdict(NamedTuple):
+@dataclass(frozen=True)
+class BackendVerdict:
     role: str  # "moe" | "attention"
     backend: str
     fa: int | None
