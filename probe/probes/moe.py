@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from probe.catalog.models import QUANTS as CATALOG_QUANTS
@@ -199,19 +200,181 @@ def fill_parameters(module: Any, tensors: dict[str, Any], torch: Any) -> dict[st
     return notes
 
 
+def _preflight(p: MoeParams) -> str | None:
+    """Why this cell cannot be a valid probe of its backend (a ``skipped`` reason), before any import."""
+    if p.quant not in QUANT_CONFIGS:
+        raise ValueError(f"unknown quant scheme {p.quant!r}; known: {', '.join(QUANTS)}")
+    if p.top_k > p.experts:
+        return f"top_k={p.top_k} > experts={p.experts}"
+    return shape_skip_reason(p.quant, p.hidden, p.intermediate)
+
+
+@dataclass
+class _LayerRun:
+    """What one MoE cell accumulates while it builds, fills, checks and times its layer."""
+
+    p: MoeParams
+    torch: Any
+    cfg: Any
+    details: dict[str, Any]
+    degraded: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    lock_wait: float = 0.0
+    qcfg: Any = None
+    factory: Any = None
+    layer: Any = None
+    method: Any = None
+
+    def outcome(self, outcome: str, cause: str | None, ref_error: float | None = None) -> dict[str, Any]:
+        return result(
+            outcome,
+            cause,
+            timings=self.timings,
+            ref_error=ref_error,
+            details=self.details,
+            degraded=self.degraded,
+        )
+
+
+def _start(p: MoeParams, torch: Any, vllm_compat: Any) -> _LayerRun:
+    """The quant config, the layer factory and the vLLM config of a layer-only probe (``--moe-backend``
+    set), and the details it starts with."""
+    from vllm.config import KernelConfig, VllmConfig
+
+    _ensure_runtime(torch)
+    qname, qdict, _activation = QUANT_CONFIGS[p.quant]
+    qcfg = vllm_compat.quant_config_class(qname).from_config(dict(qdict or {})) if qname else None
+    factory = vllm_compat.fused_moe_factory()
+    cfg = VllmConfig(kernel_config=KernelConfig(moe_backend=p.backend))
+    run = _LayerRun(
+        p,
+        torch,
+        cfg,
+        details={
+            "vllm": vllm_compat.runtime_version(),
+            "activation": QUANT_CONFIGS[p.quant][2],
+            "reference": "float32 torch MoE over probe-dequantized checkpoint weights",
+            "metric": "relative L2 error",
+        },
+        qcfg=qcfg,
+        factory=factory,
+    )
+    if p.quant == "mxfp4" and cfg.model_config is None:
+        # the MXFP4 oracle reads model_config.quantization_config (a user override); no model here
+        object.__setattr__(cfg, "model_config", _NoModelConfig())
+        run.degraded.append(
+            "MXFP4: VllmConfig.model_config stubbed (quantization_config=None, no user override)"
+        )
+    return run
+
+
+def _build(run: _LayerRun, vllm_compat: Any, ctx: ProbeContext) -> dict[str, Any] | None:
+    """Build the layer through vLLM's factory (its oracle picks or refuses the backend here); a clean
+    refusal is the cell's answer (``unsupported``), else None."""
+    p, torch = run.p, run.torch
+    ctx.phase("build")
+    t0 = time.perf_counter()
+    try:
+        with torch.device("cuda"):
+            run.layer = run.factory(
+                num_experts=p.experts,
+                top_k=p.top_k,
+                hidden_size=p.hidden,
+                intermediate_size=p.intermediate,
+                params_dtype=torch.bfloat16,
+                renormalize=True,
+                quant_config=run.qcfg,
+                tp_size=1,
+                dp_size=1,
+                prefix=f"probe.moe.{p.backend}.{p.quant}.{p.experts}",
+                activation=QUANT_CONFIGS[p.quant][2],
+                has_bias=(p.quant == "mxfp4"),
+            )
+    except (ValueError, NotImplementedError) as exc:
+        if vllm_compat.is_refusal(exc):
+            return unsupported(f"{type(exc).__name__}: {exc}", details=run.details)
+        raise
+    run.timings["build_s"] = time.perf_counter() - t0
+    run.method = run.layer._quant_method
+    run.details.update(selected_moe_backend(run.method))
+    ctx.note("selected", run.details.get("selected_backend"))
+    return None
+
+
+def _load_weights(run: _LayerRun, ctx: ProbeContext) -> tuple[Any, Any]:
+    """Fill the layer with checkpoint-format tensors quantized from known weights, then let the backend
+    repack them; returns the dequantized reference weights (w13, w2)."""
+    p, torch = run.p, run.torch
+    e, h, inter = p.experts, p.hidden, p.intermediate
+    # pure GPU work, short: may overlap other cells' set-up, never another cell's timed loop
+    with gpulock.gpu_shared() as waited:
+        run.lock_wait += waited
+        ctx.phase("weights")
+        f32 = torch.float32
+        w13 = (torch.randn(e, 2 * inter, h, device="cuda", dtype=f32) / (h**0.5)).to(torch.bfloat16)
+        w2 = (torch.randn(e, h, inter, device="cuda", dtype=f32) / (inter**0.5)).to(torch.bfloat16)
+        tensors, r13, r2 = quantize_experts(p.quant, w13, w2, torch)
+        del w13, w2
+        notes = fill_parameters(run.layer.routed_experts, tensors, torch)
+        del tensors
+        run.details["params"] = notes
+        if notes["padded"]:
+            run.degraded.append("layer padded hidden/intermediate: " + "; ".join(notes["padded"]))
+    # unlocked: repacking may JIT-compile (DeepGEMM) for many seconds of CPU time
+    ctx.phase("process_weights")
+    t0 = time.perf_counter()
+    run.method.process_weights_after_loading(run.layer.routed_experts)
+    torch.cuda.synchronize()
+    run.timings["process_weights_s"] = time.perf_counter() - t0
+    run.details.update(selected_moe_backend(run.method))
+    return r13, r2
+
+
+def _check_and_time(run: _LayerRun, refs: tuple[Any, Any], ctx: ProbeContext) -> float | dict[str, Any]:
+    """Forward at each batch size against the float32 reference, then time it (GPU to itself); the
+    worst relative error, or the cell's ``wrong_output`` answer."""
+    from vllm.forward_context import set_forward_context
+
+    from probe.probes import quant_ref
+
+    p, torch = run.p, run.torch
+    activation = QUANT_CONFIGS[p.quant][2]
+    ctx.phase("forward")
+    errors: dict[str, float | None] = {}
+    worst = 0.0
+    for m in (int(b) for b in p.batch_sizes):
+        x = torch.randn(m, p.hidden, device="cuda", dtype=torch.bfloat16)
+        logits = quant_ref.make_router_logits(m, p.experts, p.top_k, p.effective_seed + m, device="cuda")
+
+        def fwd(x: Any = x, logits: Any = logits, m: int = m, lay: Any = run.layer) -> Any:
+            dp = torch.tensor([m], dtype=torch.int, device="cuda")
+            with set_forward_context(None, run.cfg, num_tokens=m, num_tokens_across_dp=dp):
+                return lay(x, logits)
+
+        y = fwd()  # the first call may JIT-compile (Triton, Marlin, DeepGEMM): unlocked, CPU-bound
+        torch.cuda.synchronize()
+        with gpulock.gpu_shared() as waited:
+            run.lock_wait += waited
+            ctx.phase("reference")
+            ref = quant_ref.torch_moe(x, logits, refs[0], refs[1], p.top_k, True, activation)
+            err, problem = quant_ref.check_output(y, ref)
+        if problem:
+            return run.outcome("wrong_output", f"batch {m}: {problem}")
+        errors[f"b{m}"] = err
+        worst = max(worst, err or 0.0)
+        ctx.phase("forward")
+        with gpulock.gpu_exclusive() as waited:  # -j N: no other cell's kernels while timing
+            run.lock_wait += waited
+            run.timings[f"forward_ms_b{m}"] = _time_ms(fwd, torch, p.effective_warmup, p.effective_iters)
+    run.details["errors"] = errors
+    return worst
+
+
 def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
     p = MoeParams.from_wire(params)
-    backend, quant, e, h, inter, top_k = p.backend, p.quant, p.experts, p.hidden, p.intermediate, p.top_k
-    batch_sizes = [int(b) for b in p.batch_sizes]
-    seed, iters, warmup = p.effective_seed, p.effective_iters, p.effective_warmup
-    if quant not in QUANT_CONFIGS:
-        raise ValueError(f"unknown quant scheme {quant!r}; known: {', '.join(QUANTS)}")
-    if top_k > e:
-        return skipped(f"top_k={top_k} > experts={e}")
-    shape_reason = shape_skip_reason(quant, h, inter)
-    if shape_reason:
-        return skipped(shape_reason)
-
+    reason = _preflight(p)
+    if reason:
+        return skipped(reason)
     ctx.phase("import")
     import torch
 
@@ -219,128 +382,28 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
         return skipped("no CUDA device visible to torch")
     from probe.probes import quant_ref, vllm_compat
 
-    reason = vllm_compat.moe_backend_skip_reason(backend)
+    reason = vllm_compat.moe_backend_skip_reason(p.backend)
     if reason:
         return skipped(reason)
-    from vllm.config import KernelConfig, VllmConfig, set_current_vllm_config
-    from vllm.forward_context import set_forward_context
+    from vllm.config import set_current_vllm_config
 
-    _ensure_runtime(torch)
-    qname, qdict, activation = QUANT_CONFIGS[quant]
-    qcfg = vllm_compat.quant_config_class(qname).from_config(dict(qdict or {})) if qname else None
-    factory = vllm_compat.fused_moe_factory()
-    cfg = VllmConfig(kernel_config=KernelConfig(moe_backend=backend))
-    degraded: list[str] = []
-    if quant == "mxfp4" and cfg.model_config is None:
-        # the MXFP4 oracle reads model_config.quantization_config (a user override); no model here
-        object.__setattr__(cfg, "model_config", _NoModelConfig())
-        degraded.append("MXFP4: VllmConfig.model_config stubbed (quantization_config=None, no user override)")
-    details: dict[str, Any] = {
-        "vllm": vllm_compat.runtime_version(),
-        "activation": activation,
-        "reference": "float32 torch MoE over probe-dequantized checkpoint weights",
-        "metric": "relative L2 error",
-    }
-    timings: dict[str, float] = {}
-    torch.manual_seed(seed)
-    lock_wait = 0.0
-    with set_current_vllm_config(cfg):
-        ctx.phase("build")
-        t0 = time.perf_counter()
-        try:
-            with torch.device("cuda"):
-                layer = factory(
-                    num_experts=e,
-                    top_k=top_k,
-                    hidden_size=h,
-                    intermediate_size=inter,
-                    params_dtype=torch.bfloat16,
-                    renormalize=True,
-                    quant_config=qcfg,
-                    tp_size=1,
-                    dp_size=1,
-                    prefix=f"probe.moe.{backend}.{quant}.{e}",
-                    activation=activation,
-                    has_bias=(quant == "mxfp4"),
-                )
-        except (ValueError, NotImplementedError) as exc:
-            if vllm_compat.is_refusal(exc):
-                return unsupported(f"{type(exc).__name__}: {exc}", details=details)
-            raise
-        timings["build_s"] = time.perf_counter() - t0
-        method = layer._quant_method
-        details.update(selected_moe_backend(method))
-        ctx.note("selected", details.get("selected_backend"))
-
-        # pure GPU work, short: may overlap other cells' set-up, never another cell's timed loop
-        with gpulock.gpu_shared() as waited:
-            lock_wait += waited
-            ctx.phase("weights")
-            f32 = torch.float32
-            w13 = (torch.randn(e, 2 * inter, h, device="cuda", dtype=f32) / (h**0.5)).to(torch.bfloat16)
-            w2 = (torch.randn(e, h, inter, device="cuda", dtype=f32) / (inter**0.5)).to(torch.bfloat16)
-            tensors, r13, r2 = quantize_experts(quant, w13, w2, torch)
-            del w13, w2
-            notes = fill_parameters(layer.routed_experts, tensors, torch)
-            del tensors
-            details["params"] = notes
-            if notes["padded"]:
-                degraded.append("layer padded hidden/intermediate: " + "; ".join(notes["padded"]))
-
-        # unlocked: repacking may JIT-compile (DeepGEMM) for many seconds of CPU time
-        ctx.phase("process_weights")
-        t0 = time.perf_counter()
-        method.process_weights_after_loading(layer.routed_experts)
-        torch.cuda.synchronize()
-        timings["process_weights_s"] = time.perf_counter() - t0
-        details.update(selected_moe_backend(method))
-
-        ctx.phase("forward")
-        errors: dict[str, float | None] = {}
-        worst: float | None = 0.0
-        for m in batch_sizes:
-            x = torch.randn(m, h, device="cuda", dtype=torch.bfloat16)
-            logits = quant_ref.make_router_logits(m, e, top_k, seed + m, device="cuda")
-
-            def fwd(x: Any = x, logits: Any = logits, m: int = m, lay: Any = layer) -> Any:
-                dp = torch.tensor([m], dtype=torch.int, device="cuda")
-                with set_forward_context(None, cfg, num_tokens=m, num_tokens_across_dp=dp):
-                    return lay(x, logits)
-
-            y = fwd()  # the first call may JIT-compile (Triton, Marlin, DeepGEMM): unlocked, CPU-bound
-            torch.cuda.synchronize()
-            with gpulock.gpu_shared() as waited:
-                lock_wait += waited
-                ctx.phase("reference")
-                ref = quant_ref.torch_moe(x, logits, r13, r2, top_k, True, activation)
-                err, problem = quant_ref.check_output(y, ref)
-            if problem:
-                return result(
-                    "wrong_output",
-                    f"batch {m}: {problem}",
-                    timings=timings,
-                    details=details,
-                    degraded=degraded,
-                )
-            errors[f"b{m}"] = err
-            worst = max(worst or 0.0, err or 0.0)
-            ctx.phase("forward")
-            with gpulock.gpu_exclusive() as waited:  # -j N: no other cell's kernels while timing
-                lock_wait += waited
-                timings[f"forward_ms_b{m}"] = _time_ms(fwd, torch, warmup, iters)
-        details["errors"] = errors
+    state = _start(p, torch, vllm_compat)
+    torch.manual_seed(p.effective_seed)
+    with set_current_vllm_config(state.cfg):
+        refused = _build(state, vllm_compat, ctx)
+        if refused is not None:
+            return refused
+        refs = _load_weights(state, ctx)
+        worst = _check_and_time(state, refs, ctx)
+        del refs
         if os.environ.get(gpulock.ENV_VAR):
-            details["gpu_lock_wait_s"] = round(lock_wait, 3)
-        details["tolerance"] = quant_ref.TOLERANCE[quant]
-    del r13, r2
-    if worst is not None and worst > quant_ref.TOLERANCE[quant]:
-        return result(
-            "wrong_output",
-            f"relative L2 error {worst:.3g} > tolerance {quant_ref.TOLERANCE[quant]} "
-            f"for {quant} (per batch: {errors})",
-            timings=timings,
-            ref_error=worst,
-            details=details,
-            degraded=degraded,
-        )
-    return result("ok", None, timings=timings, ref_error=worst, details=details, degraded=degraded)
+            state.details["gpu_lock_wait_s"] = round(state.lock_wait, 3)
+        state.details["tolerance"] = quant_ref.TOLERANCE[p.quant]
+    if isinstance(worst, dict):
+        return worst
+    tolerance = quant_ref.TOLERANCE[p.quant]
+    if worst > tolerance:
+        errors = state.details.get("errors")
+        cause = f"relative L2 error {worst:.3g} > tolerance {tolerance} for {p.quant} (per batch: {errors})"
+        return state.outcome("wrong_output", cause, ref_error=worst)
+    return state.outcome("ok", None, ref_error=worst)
