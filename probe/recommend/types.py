@@ -1,9 +1,9 @@
 """The recommender's types: a cell with where it came from, the question asked, choices, pairs, answer.
 
-Frozen dataclasses, as every value inside probe (pydantic only where a file is read or written; not on
-this path: ``probe recommend`` must answer in well under 0.2 s as a whole process). Cells stay the JSON objects of the matrix
-schema (``probe.matrix.schema.Cell`` fields); what the recommender knows about a cell beyond them is a
-typed field of :class:`EvidenceCell`.
+Frozen dataclasses, as every value inside probe (pydantic only where a file is read or written; not
+on this path: ``probe recommend`` must answer in well under 0.2 s as a whole process). Cells stay the
+JSON objects of the matrix schema (``probe.matrix.schema.Cell`` fields); what the recommender knows
+about a cell beyond them is a typed field of :class:`EvidenceCell`.
 """
 
 from __future__ import annotations
