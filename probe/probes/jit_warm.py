@@ -1,10 +1,10 @@
-"""The warm pre-pass (`probe run --warm-jit`, the GPU session script): compile the JIT modules a plan needs
+"""The warm pre-pass (`probe run --warm-jit`): compile the JIT modules a plan needs
 once, before the timed cells, and report where the JIT caches are and how big they got.
 
 * FlashInfer MoE: the CUTLASS fused-MoE module of this GPU (``flashinfer.jit.fused_moe.
   gen_cutlass_fused_moe_sm<NN>_module``) built through ``flashinfer.jit.build_jit_specs`` — one
   ninja over every source file, as parallel as the machine allows (``MAX_JOBS`` / ninja's default).
-  A cold build took > 300 s on an H100 inside a timed MoE cell (issue 11).
+  A cold build took > 300 s on an H100 inside a timed MoE cell (matrices/measured, H100 provenance).
 * Attention: each given attention-layer cell runs once untimed (``iters=1``): its first forward
   JIT-compiles whatever that backend needs (FlashInfer prefill / decode modules, Triton kernels,
   FLEX's inductor kernels, FA4's CuTe-DSL kernels) into the on-disk caches the timed cells then load.
