@@ -5,9 +5,9 @@
 
 A journal is what ``probe run --journal`` writes (plain or ``.gz``): a header line per start or resume
 and one ``CellResult`` per cell. Journals are read in the order given, oldest first: a cell's row in a
-later journal replaces its row from an earlier one (within one journal the last row of a cell wins, as
-a resumed run leaves it). Cells keep the position of their first appearance, or the plan's order with
-``--plan``.
+later journal replaces its row from an earlier one (within one journal the first row of a cell counts,
+as ``probe run --resume`` reads it). Cells keep the position of their first appearance, or the plan's
+order with ``--plan``.
 
 Choosing rows (SEL is a glob matched against a journal's LABEL and its file name; the label defaults to
 the file name; several journals may share a label; COND is ``FIELD=VALUE`` (equal) or ``FIELD~TEXT``
@@ -195,10 +195,10 @@ def collect(sources: list[Source], sel: Selection) -> Picked:
     for source in sources:
         headers, rows = read_journal(source.path)
         picked.headers.extend(headers)
-        last: dict[str, CellResult] = {}
+        first: dict[str, CellResult] = {}
         for row in rows:
-            last[row.id] = row  # a resumed journal: the last row of a cell wins
-        for cid, row in last.items():
+            first.setdefault(row.id, row)  # as Journal.open reads a journal: the first row of a cell
+        for cid, row in first.items():
             if _wanted(source, row.model_dump(mode="json"), sel):
                 picked.rows[cid] = (_dressed(row, source, sel), source.label)
     return picked

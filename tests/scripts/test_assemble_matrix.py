@@ -47,6 +47,9 @@ def _assemble(tmp_path: Path, *argv: str) -> dict:
 
 def test_later_journals_win_and_cells_keep_their_first_position(tmp_path: Path):
     a = _journal(tmp_path / "a.jsonl", _row("moe/x"), _row("moe/y", "crashed"), _row("moe/y", "timeout"))
+    assert [(c["id"], c["outcome"]) for c in _assemble(tmp_path, str(a))["cells"]] == [
+        ("moe/x", "ok"), ("moe/y", "crashed")
+    ]  # fmt: skip
     b = _journal(tmp_path / "b.jsonl.gz", _row("moe/y"), _row("attention/z", "unsupported"))
     m = _assemble(tmp_path, str(a), str(b), "--planned", "4")
     assert [(c["id"], c["outcome"]) for c in m["cells"]] == [
