@@ -86,6 +86,20 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         metavar="GiB",
         help="unified memory: memory always left to the host (at least 15%% of RAM; default 8)",
     )
+    _add_limit_flags(g)
+    g.add_argument(
+        "--isolate-all", action="store_true", help="a fresh child per cell (slower, no warm workers)"
+    )
+    g.add_argument(
+        "--confirm-crashes",
+        action="store_true",
+        help="re-run a cell that crashed a warm worker once in a fresh child and record that result",
+    )
+    _add_output_flags(g)
+    add_plan_arguments(p.add_argument_group("plan"))
+
+
+def _add_limit_flags(g: argparse._ArgumentGroup) -> None:
     g.add_argument(
         "--timeout",
         type=_positive_float,
@@ -115,14 +129,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds between SIGTERM and SIGKILL for a cell that timed out (default 5)",
     )
-    g.add_argument(
-        "--isolate-all", action="store_true", help="a fresh child per cell (slower, no warm workers)"
-    )
-    g.add_argument(
-        "--confirm-crashes",
-        action="store_true",
-        help="re-run a cell that crashed a warm worker once in a fresh child and record that result",
-    )
+
+
+def _add_output_flags(g: argparse._ArgumentGroup) -> None:
     g.add_argument(
         "-o", "--output", default=None, metavar="MATRIX.json", help="write the matrix here at the end"
     )
@@ -133,7 +142,6 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         metavar="CELLS.json",
         help="run these cells (a JSON list of CellSpec objects) instead of the built-in plan",
     )
-    add_plan_arguments(p.add_argument_group("plan"))
 
 
 def _build_plan(args: argparse.Namespace) -> list[CellSpec]:
