@@ -160,3 +160,10 @@ def test_published_matrix_is_rebuilt_byte_for_byte(tmp_path: Path, stem: str):
                           text=True, timeout=300)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / published.name).read_bytes() == published.read_bytes()
+
+
+@pytest.mark.parametrize("stem", ["nvidia-h100-sm90-vllm-0.26.0", "nvidia-h200-sm90-vllm-0.26.0"])
+def test_readme_carries_the_same_rebuild_commands(stem: str):
+    assert rebuild_commands(MEASURED / f"{stem}.provenance.md") in (ROOT / "README.md").read_text(
+        encoding="utf-8"
+    )
