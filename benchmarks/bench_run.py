@@ -11,8 +11,9 @@ Runs on a machine with a GPU and vLLM (the numbers in docs/probes.md come from t
    caches at an empty directory first, so the figure is a cold run even on a machine that probed before;
 2. side by side on the same N cells (spread evenly over the plan, one at a time): warm workers vs
    ``isolate_all`` (a fresh child per cell) — the speed-up is the ratio of the two wall times.
-Writes OUT/bench_full.jsonl (one CellResult per line), OUT/bench_subset_{warm,isolated}.jsonl and
-OUT/bench_summary.json (the figures), and prints the summary.
+Every run goes through :func:`probe.run.run_plan` (as ``probe run`` does). Writes the journals
+OUT/bench_full.jsonl (or ``--journal``), OUT/bench_subset_{warm,isolated}.jsonl and OUT/bench_summary.json
+(the figures), and prints the summary.
 """
 
 from __future__ import annotations
@@ -25,33 +26,39 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from typing import Any
 
 from probe.cell_params import CellKind
+from probe.cells import CellResult, CellSpec
 from probe.cli.plan_args import add_plan_arguments, build_plan_from_args
-from probe.sandbox.runner import RunnerConfig, run_cells
+from probe.run import RunOptions, run_plan
 
 
-def _run(specs, isolate: bool, out: Path, label: str, journal=None, jobs: int = 1) -> dict:
-    cfg = RunnerConfig(isolate_all=isolate, jobs=jobs)
+def _run(
+    specs: list[CellSpec], isolate: bool, out: Path, label: str, journal: Path | None = None, jobs: int = 1
+) -> dict[str, Any]:
+    """Run ``specs`` (warm workers, or a fresh child per cell) into a journal; the figures of that run.
+    A given ``journal`` is resumed (its cells are not run again); the default one is started afresh."""
+    path = journal or out / f"{label}.jsonl"
+    if journal is None:
+        path.unlink(missing_ok=True)
+
+    def progress(r: CellResult, done: int, todo: int) -> None:
+        print(f"  [{label}] {r.id}: {r.outcome.value} {r.wall_s:.2f}s", file=sys.stderr, flush=True)
+
+    opts = RunOptions(cells=tuple(specs), journal=path, resume=journal is not None, jobs=jobs,
+                      isolate_all=isolate, progress=progress)  # fmt: skip
     t0 = time.perf_counter()
-    with (out / f"{label}.jsonl").open("w") as f:
-
-        def on_result(r) -> None:
-            f.write(r.model_dump_json() + "\n")
-            f.flush()
-            print(f"  [{label}] {r.id}: {r.outcome.value} {r.wall_s:.2f}s", file=sys.stderr, flush=True)
-
-        report = run_cells(specs, cfg, on_result=on_result, journal=journal)
+    report = run_plan(opts)
     wall = time.perf_counter() - t0
-    counts = collections.Counter(r.outcome.value for r in report.results)
-    slow = sorted(report.results, key=lambda r: -r.wall_s)[:10]
+    ran = report.ran
+    counts = collections.Counter(r.outcome.value for r in ran)
+    slow = sorted(ran, key=lambda r: -r.wall_s)[:10]
     return {
         "cells": len(specs),
         "jobs": jobs,
         "wall_s": round(wall, 2),
-        "cell_seconds": round(sum(r.wall_s for r in report.results), 1),
+        "cell_seconds": round(sum(r.wall_s for r in ran), 1),
         "slowest": [[r.id, r.outcome.value, r.wall_s] for r in slow],
         "per_cell_s": round(wall / max(1, len(specs)), 3),
         "outcomes": dict(counts),
@@ -70,9 +77,10 @@ def main() -> int:
     ap.add_argument("--skip-subset", action="store_true", help="only the full warm run")
     ap.add_argument(
         "--journal",
+        type=Path,
         default=None,
-        help="also journal the full run here (a later "
-        "`probe run --resume --journal PATH` then skips these cells)",
+        help="journal of the full run (default OUT/bench_full.jsonl); an existing one is resumed, and a "
+        "later `probe run --resume --journal PATH` skips these cells",
     )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -82,20 +90,16 @@ def main() -> int:
         os.environ["TRITON_CACHE_DIR"] = str(Path(root) / "triton")
         os.environ["DG_JIT_CACHE_DIR"] = str(Path(root) / "deep_gemm")
     specs = [s for s in build_plan_from_args(args) if s.kind is CellKind.MOE]
-    summary: dict = {"command": " ".join(sys.argv), "planned_moe_cells": len(specs)}
+    summary: dict[str, Any] = {"command": " ".join(sys.argv), "planned_moe_cells": len(specs)}
     prev = args.out / "bench_summary.json"
     if args.skip_full and prev.is_file():  # a full run measured by an earlier call: keep its figures
         old = json.loads(prev.read_text())
         summary.update({k: v for k, v in old.items() if k in ("full_warm", "planned_moe_cells")})
         summary["full_command"] = old.get("command")
     if not args.skip_full:
-        if args.journal:
-            from probe.sandbox.journal import Journal, plan_hash
-
-            with Journal.open(args.journal, resume=True, run_meta={"plan_hash": plan_hash(specs)}) as j:
-                summary["full_warm"] = _run(specs, False, args.out, "bench_full", journal=j, jobs=args.jobs)
-        else:
-            summary["full_warm"] = _run(specs, False, args.out, "bench_full", jobs=args.jobs)
+        summary["full_warm"] = _run(
+            specs, False, args.out, "bench_full", journal=args.journal, jobs=args.jobs
+        )
         summary["fresh_caches"] = args.fresh_caches
     if args.skip_subset:
         (args.out / "bench_summary.json").write_text(json.dumps(summary, indent=2))

@@ -15,7 +15,7 @@ def test_ruff_clean():
     cmd = [ruff] if ruff else [sys.executable, "-m", "ruff"]
     try:
         r = subprocess.run(
-            [*cmd, "check", "probe", "tests", "benchmarks"],
+            [*cmd, "check", "probe", "tests", "benchmarks", "scripts"],
             cwd=ROOT,
             capture_output=True,
             text=True,

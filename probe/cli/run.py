@@ -17,23 +17,14 @@ Exit codes: 0 every cell ran (whatever its outcome), 5 some cells could not be r
 from __future__ import annotations
 
 import argparse
-import contextlib
-import logging
-import os
-import signal
 import sys
-import threading
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from probe.cli.plan_args import add_plan_arguments, build_plan_from_args
 
 if TYPE_CHECKING:
     from probe.cells import CellResult, CellSpec
-    from probe.sandbox.journal import Journal
-    from probe.sandbox.memory import MemoryPolicy
-
-log = logging.getLogger(__name__)
+    from probe.run import RunOptions, RunReport
 
 
 def _positive_float(text: str) -> float:
@@ -95,6 +86,20 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         metavar="GiB",
         help="unified memory: memory always left to the host (at least 15%% of RAM; default 8)",
     )
+    _add_limit_flags(g)
+    g.add_argument(
+        "--isolate-all", action="store_true", help="a fresh child per cell (slower, no warm workers)"
+    )
+    g.add_argument(
+        "--confirm-crashes",
+        action="store_true",
+        help="re-run a cell that crashed a warm worker once in a fresh child and record that result",
+    )
+    _add_output_flags(g)
+    add_plan_arguments(p.add_argument_group("plan"))
+
+
+def _add_limit_flags(g: argparse._ArgumentGroup) -> None:
     g.add_argument(
         "--timeout",
         type=_positive_float,
@@ -124,14 +129,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds between SIGTERM and SIGKILL for a cell that timed out (default 5)",
     )
-    g.add_argument(
-        "--isolate-all", action="store_true", help="a fresh child per cell (slower, no warm workers)"
-    )
-    g.add_argument(
-        "--confirm-crashes",
-        action="store_true",
-        help="re-run a cell that crashed a warm worker once in a fresh child and record that result",
-    )
+
+
+def _add_output_flags(g: argparse._ArgumentGroup) -> None:
     g.add_argument(
         "-o", "--output", default=None, metavar="MATRIX.json", help="write the matrix here at the end"
     )
@@ -142,219 +142,77 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         metavar="CELLS.json",
         help="run these cells (a JSON list of CellSpec objects) instead of the built-in plan",
     )
-    add_plan_arguments(p.add_argument_group("plan"))
-
-
-def _load_plan_file(path: str) -> list[CellSpec]:
-    import json
-
-    from pydantic import ValidationError
-
-    from probe.cells import CellSpec
-    from probe.errors import BadInputError
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise BadInputError(f"no such plan file: {path}")
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BadInputError(f"cannot read plan file {path}: {exc}")
-    cells = data.get("cells") if isinstance(data, dict) else data
-    if not isinstance(cells, list):
-        raise BadInputError(f'plan file {path} must hold a JSON list of cells (or {{"cells": [...]}})')
-    try:
-        return [CellSpec.model_validate(c) for c in cells]
-    except ValidationError as exc:
-        raise BadInputError(f"plan file {path} has an invalid cell: {exc}")
 
 
 def _build_plan(args: argparse.Namespace) -> list[CellSpec]:
+    from probe.run import load_plan_file
+
     if args.plan_file:
-        return _load_plan_file(args.plan_file)
+        return load_plan_file(args.plan_file)
     return build_plan_from_args(args)
 
 
-def _memory_policy(args: argparse.Namespace) -> tuple[MemoryPolicy, dict[str, Any]]:
-    from dataclasses import asdict
+def options_from_args(args: argparse.Namespace, specs: list[CellSpec]) -> RunOptions:
+    """The flags of ``probe run`` as typed options (progress lines on stderr)."""
+    from probe.run import RunOptions
 
-    from probe.sandbox.memory import MemoryPolicy, detect_device_memory
-
-    dev = detect_device_memory()
-    if dev.unified:
-        policy = MemoryPolicy(unified=True, reserve_gib=args.host_reserve)
-    else:
-        policy = MemoryPolicy(
-            budget_gib=args.gpu_mem_budget if args.gpu_mem_budget else dev.free_gib,
-            reserve_gib=args.host_reserve,
-        )
-    return policy, {k: v for k, v in asdict(dev).items() if v is not None}
-
-
-def _open_journal(
-    args: argparse.Namespace, specs: list[CellSpec], device: dict[str, Any]
-) -> tuple[Journal, str]:
-    """The journal (new, or resumed) and the run id its cells' processes carry."""
-    import platform
-    import uuid
-
-    from probe.errors import InfraError
-    from probe.sandbox import procs
-    from probe.sandbox.journal import Journal, plan_hash
-
-    run_meta = {
-        "run_id": uuid.uuid4().hex[:12],
-        "plan_hash": plan_hash(specs),
-        "image": args.image,
-        "host": platform.node(),
-        "device": device,
-        "cells": len(specs),
-    }
-    try:
-        journal = Journal.open(args.journal, resume=args.resume, run_meta=run_meta)
-    except OSError as exc:
-        raise InfraError(f"cannot write the journal {args.journal}: {exc}") from exc
-    run_id = journal.run_id or str(run_meta["run_id"])
-    if args.resume:
-        left = procs.kill_strays(f"{run_id}-", prefix=True)
-        if left:
-            log.warning("killed %d process(es) left over from the interrupted run %s", len(left), run_id)
-    return journal, run_id
-
-
-def _progress(todo: int) -> Callable[[CellResult], None]:
-    count = [0]
-
-    def progress(r: CellResult) -> None:
-        count[0] += 1
-        extra = f"  {r.root_cause[:100]}" if r.root_cause and r.outcome.value != "ok" else ""
-        print(
-            f"[{count[0]}/{todo}] {r.id}: {r.outcome.value}{' (degraded)' if r.degraded else ''} "
-            f"{r.wall_s:.1f}s{extra}",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    return progress
-
-
-def _print_summary(results: list[CellResult], planned: int, journal_path: str) -> None:
-    from collections import Counter
-
-    tally = Counter(r.outcome.value for r in results)
-    print(
-        f"{len(results)}/{planned} cells recorded in {journal_path}: "
-        + ", ".join(f"{k} {v}" for k, v in sorted(tally.items()))
+    return RunOptions(
+        cells=tuple(specs),
+        journal=args.journal,
+        resume=args.resume,
+        jobs=args.jobs,
+        gpu_mem_budget_gib=args.gpu_mem_budget,
+        host_reserve_gib=args.host_reserve,
+        timeout_s=args.timeout,
+        jit_timeout_s=args.jit_timeout,
+        warm_jit=args.warm_jit,
+        grace_s=args.grace,
+        isolate_all=args.isolate_all,
+        confirm_crashes=args.confirm_crashes,
+        output=args.output,
+        image=args.image,
+        progress=_progress,
     )
-    flagged = [r.id for r in results if r.details.get("probe_error")]
+
+
+def _progress(r: CellResult, done: int, todo: int) -> None:
+    extra = f"  {r.root_cause[:100]}" if r.root_cause and r.outcome.value != "ok" else ""
+    degraded = " (degraded)" if r.degraded else ""
+    print(
+        f"[{done}/{todo}] {r.id}: {r.outcome.value}{degraded} {r.wall_s:.1f}s{extra}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _print_summary(report: RunReport, journal_path: str, output: str | None) -> None:
+    print(
+        f"{len(report.results)}/{report.planned} cells recorded in {journal_path}: "
+        + ", ".join(f"{k} {v}" for k, v in report.tally.items())
+    )
+    flagged = report.probe_errors
     if flagged:
         print(
             f"{len(flagged)} cell(s) failed inside probe's own code (details.probe_error; most likely "
             f"probe bugs, please report them): {', '.join(flagged[:10])}"
             + (" ..." if len(flagged) > 10 else "")
         )
+    if report.matrix is not None:
+        print(f"matrix written to {output}")
 
 
 def execute(args: argparse.Namespace) -> int:
-    from datetime import datetime, timezone
+    from probe.errors import EXIT_OK, EXIT_PARTIAL, RunInterrupted
+    from probe.run import run_plan
 
-    from probe.errors import EXIT_OK, EXIT_PARTIAL, InfraError, UsageError
-    from probe.sandbox.journal import plan_hash
-    from probe.sandbox.runner import RunnerConfig, raise_nofile_limit, run_cells
-
-    specs = _build_plan(args)
-    if not specs:
-        raise UsageError("the plan is empty: nothing to run")
-    policy, device = _memory_policy(args)
-    journal, run_id = _open_journal(args, specs, device)
-    raise_nofile_limit()
-    cfg = RunnerConfig(
-        jobs=args.jobs,
-        grace_s=args.grace,
-        timeout_override_s=args.timeout,
-        isolate_all=args.isolate_all,
-        confirm_crashes=args.confirm_crashes,
-        memory=policy,
-        run_id=run_id,
-        jit_timeout_s=args.jit_timeout,
-    )
-    progress = _progress(sum(1 for s in specs if s.id not in journal.done_ids))
-    started = journal.header.get("started_at") or datetime.now(timezone.utc).isoformat(timespec="seconds")
-    note = f"probe run {run_id}; plan {plan_hash(specs)}; journal {args.journal}; started {started}"
     try:
-        with _sigterm_as_interrupt():
-            if args.warm_jit:
-                _warm_jit(args, specs, cfg)
-            report = run_cells(specs, cfg, journal=journal, on_result=progress)
-    except OSError as exc:
-        journal.close()
-        raise InfraError(f"the runner failed: {exc}") from exc
-    except KeyboardInterrupt:
-        _finish(args, journal, specs, note + "; interrupted")
-        raise
-    _finish(args, journal, specs, note)
+        report = run_plan(options_from_args(args, _build_plan(args)))
+    except RunInterrupted as stopped:
+        _print_summary(stopped.report, args.journal, args.output)
+        raise KeyboardInterrupt from None  # main() says "interrupted" and exits 130
+    _print_summary(report, args.journal, args.output)
     if report.not_run:
         for cid, why in list(report.not_run.items())[:20]:
             print(f"not run: {cid}: {why}", file=sys.stderr)
         return EXIT_PARTIAL
     return EXIT_OK
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM (``timeout``, a CI job's cancel, a batch system) stops the run as Ctrl-C does: the cells in
-    flight are killed and left un-journaled (a resume re-runs them), never recorded as crashes."""
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
-def _finish(args: argparse.Namespace, journal: Journal, specs: list[CellSpec], note: str) -> None:
-    """Close the journal, print the summary and write the matrix of what was measured (also after an
-    interrupt: the matrix then says ``partial``)."""
-    journal.close()
-    plan_ids = {s.id for s in specs}
-    results = [r for r in journal.results if r.id in plan_ids]
-    _print_summary(results, len(specs), args.journal)
-    if args.output:
-        _write_matrix(args, results, len(specs), note=note)
-
-
-def _warm_jit(args: argparse.Namespace, specs: list[CellSpec], cfg: Any) -> None:
-    """The JIT pre-pass (``probe.probes.jit_warm``): its cells run isolated, all at once, in a journal of
-    their own (they are not matrix cells); a failed build is recorded there and the run goes on."""
-    from dataclasses import replace
-
-    from probe.probes.jit_warm import warm_specs
-    from probe.sandbox.journal import Journal
-    from probe.sandbox.runner import run_cells
-
-    warm = warm_specs(specs)
-    if not warm:
-        return
-    journal = Journal.open(f"{args.journal}.warm.jsonl", resume=True, run_meta={"run_id": f"{cfg.run_id}w"})
-    try:
-        jobs = min(len(warm), os.cpu_count() or 1)  # each compiles on its own core(s)
-        run_cells(warm, replace(cfg, jobs=jobs, run_id=f"{cfg.run_id}w"), journal=journal,
-                  on_result=_progress(len(warm)))  # fmt: skip
-    finally:
-        journal.close()
-
-
-def _write_matrix(args: argparse.Namespace, results: list[CellResult], planned: int, note: str) -> None:
-    from probe.matrix.build import build_matrix, collect_provenance, write_matrix
-
-    provenance = collect_provenance(args.image)
-    provenance["note"] = note
-    matrix = build_matrix(results, provenance=provenance, static=None, cells_planned=planned)
-    write_matrix(matrix, args.output)
-    print(f"matrix written to {args.output}")

@@ -1,36 +1,35 @@
-"""How many (model, backend) verdicts changed from the hand rules to the combined verdict, per GPU.
+#!/usr/bin/env python3
+"""How many (model, backend) verdicts the hand rules alone would give differently, per GPU.
 
-Usage:  python3 benchmarks/verdict_changes.py [--matrices matrices] [--examples 5]
+    python3 scripts/hand_rules_vs_verdicts.py [--matrices matrices] [--examples 5]   # from the repo root
 
-Hand rules (as before issue 10): ``vllm_flags.json`` (quants, minimum GPU, platform) and the ELF
-scan's verdict of the backend's primary variant (with the ``backends.json`` gates), MLA-ness for
-attention. Combined verdict (:mod:`probe.recommend.verdict`): vLLM's own check for the model (the
-published oracle) else the hand rule, AND the scan of the quant's own variant, AND no applicable
-field report of a failure. Backends compared: the hand rules' single-GPU CUDA MoE backends and the
-scan's attention backends (FLASH_ATTN once per FA version), for every profile in its default quant.
+Hand rules (what ``probe recommend`` falls back to where vLLM's own check has no answer):
+``vllm_flags.json`` (quants, minimum GPU, platform) and the ELF scan's verdict of the backend's primary
+variant (with the ``backends.json`` gates), MLA-ness for attention. Combined verdict
+(:mod:`probe.recommend.verdict`): vLLM's own check for the model (the published oracle) else the hand
+rule, AND the scan of the quant's own variant, AND no applicable field report of a failure. Backends
+compared: the hand rules' single-GPU CUDA MoE backends and the scan's attention backends (FLASH_ATTN
+once per FA version), for every profile in its default quant. Prints per GPU the verdicts compared, how
+many differ (ok -> no, no -> ok) and a few random examples with the combined verdict's reason.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from probe.catalog.gpus import catalog  # noqa: E402
-from probe.catalog.models import load_profiles  # noqa: E402
-from probe.recommend import verdict as v  # noqa: E402
-from probe.recommend.flags import flags_data  # noqa: E402
-from probe.recommend.select import single_gpu_cuda  # noqa: E402
-from probe.recommend.sources import load_evidence  # noqa: E402
-from probe.recommend.types import EvidenceCell, Request  # noqa: E402
+from probe.catalog.gpus import catalog
+from probe.catalog.models import load_profiles
+from probe.recommend import verdict as v
+from probe.recommend.flags import flags_data
+from probe.recommend.select import single_gpu_cuda
+from probe.recommend.sources import load_evidence
+from probe.recommend.types import EvidenceCell, Request
 
 
 def hand_rule(cells: list[EvidenceCell], req: Request, role: str, backend: str, fa: int | None) -> bool:
-    """The verdict before: hand rule AND the scan's primary variant."""
+    """The hand rules' verdict: hand rule AND the scan's primary variant."""
     fd = flags_data()
     if role == "moe":
         ok = v.hand_rule_step(req, role, backend, fd).ok is True
@@ -61,8 +60,8 @@ def backends(cells: list[EvidenceCell], req: Request) -> list[tuple[str, str, in
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--matrices", default=str(ROOT / "matrices"))
-    ap.add_argument("--examples", type=int, default=5)
+    ap.add_argument("--matrices", default="matrices", help="published matrices (default: %(default)s)")
+    ap.add_argument("--examples", type=int, default=5, help="random examples of changed verdicts to print")
     args = ap.parse_args()
     fd = flags_data()
     examples: list[str] = []
