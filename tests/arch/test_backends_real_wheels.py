@@ -79,6 +79,7 @@ def _cross_check(records, root: Path, tool: str) -> tuple[int, list[str]]:
     return agree, cuobjdump_failed
 
 
+@pytest.mark.slow
 def test_bitsandbytes_wheel_matches_cuobjdump(tool):
     whl = wheels.wheel("bitsandbytes")
     root = wheels.unpacked(whl, ".so")

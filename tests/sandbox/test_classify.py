@@ -296,6 +296,7 @@ def test_runner_evidence():
     assert v.outcome is Outcome.WRONG_OUTPUT
 
 
+@pytest.mark.slow
 def test_streaming_big_log_finds_early_cause():
     noise = b"INFO 01-01 00:00:00 [x.py:1] step ok\n" * 200_000
     data = (
@@ -363,6 +364,7 @@ def test_cli_json_from_stdin():
     assert out["line_number"] == 2 and "degraded" in out and "phase" in out
 
 
+@pytest.mark.slow
 def test_cli_text_and_errors(tmp_path):
     log = tmp_path / "x.log"
     log.write_text("Segmentation fault (core dumped)\n")

@@ -92,6 +92,7 @@ def _cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_empty_input_is_a_clear_error_unless_the_exit_status_is_known():
     p = _cli("-", "--json", stdin=b"")
     assert p.returncode == 6 and b"empty" in p.stderr and b"Traceback" not in p.stderr
