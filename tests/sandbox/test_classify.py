@@ -385,7 +385,7 @@ def test_root_cause_drops_the_logger_prefix():
 @pytest.mark.parametrize(
     ("line", "outcome"),
     [
-        # a compiled module missing from the install (issue 11; vLLM 0.26.0 slim wheel on an H200)
+        # a compiled module missing from the install (vLLM 0.26.0 slim wheel on an H200)
         (
             "ImportError: cannot import name '_vllm_fa2_C' from partially initialized module "
             "'vllm.vllm_flash_attn' (most likely due to a circular import) (/tmp/site/vllm/vllm_flash_attn/__init__.py)",

@@ -1,4 +1,4 @@
-"""The runner's JIT budget (issue 11): a cell that compiles past its own limit is not a hang."""
+"""The runner's JIT budget: a cell that compiles past its own limit is not a hang."""
 
 from __future__ import annotations
 
