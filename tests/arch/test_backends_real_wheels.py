@@ -2,7 +2,7 @@
 and the backend catalog's kernel patterns match the kernels that really ship.
 
 - bitsandbytes 0.50.2 (43 MB; LZ4- and zstd-compressed fatbins): a few seconds, ``slow`` like the rest.
-- vLLM 0.33.0 (336 MB) + flashinfer-cubin 0.6.13 (458 MB): ``slow``; they check the README's headline
+- vLLM 0.33.0 (336 MB) + flashinfer-cubin 0.6.13 (458 MB): ``slow``; they check the headline
   facts (FA3 none off Hopper, TRT-LLM MoE none on sm_110/120/121, Marlin MoE 8.0+PTX / 12.0f).
 Downloads are cached under ~/.cache/probe-tests (see wheels.py).
 """
