@@ -99,6 +99,7 @@ def test_finished_progress_bar_is_not_a_hang():
     assert classify_text(stuck).outcome is Outcome.TIMEOUT
 
 
+@pytest.mark.slow
 def test_literal_gate_never_hides_a_match():
     """The literal pre-check is an optimisation only: same verdict as trying every signature."""
     db = signature_db()
