@@ -79,7 +79,7 @@ def test_best_none_lists_what_exists():
     assert best([], parse_target("sm_90")).reason == "no device code"
 
 
-def test_fa3_and_fa2_from_the_issue():
+def test_fa3_sm90a_runs_nowhere_else_and_fa2_ptx_jits_on_hopper():
     fa3 = [Code.parse("sm_90a")]
     for t in ("sm_100", "sm_110", "sm_120"):
         assert best(fa3, parse_target(t)).verdict is LoadVerdict.NONE

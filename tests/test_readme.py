@@ -1,4 +1,5 @@
-"""The README's first two commands are the documented set-up; .ci/run must run the second one."""
+"""The README's first two commands are the documented set-up; .ci/run must run the second one (the
+full suite); the everyday run is `-m "not slow"`."""
 
 import re
 from pathlib import Path
@@ -25,6 +26,16 @@ def test_readme_opens_with_exactly_two_setup_commands():
 def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text()
     assert _setup_commands()[1] in ci
+
+
+EVERYDAY = 'python3 -m pytest -q -m "not slow"'
+
+
+def test_readme_documents_the_everyday_test_run():
+    text = (ROOT / "README.md").read_text()
+    assert EVERYDAY in text
+    assert EVERYDAY not in (ROOT / ".ci" / "run").read_text()  # CI runs every test, slow ones included
+    assert "not slow" not in _setup_commands()[1]
 
 
 def test_readme_documents_every_verb_and_exit_code():

@@ -39,9 +39,33 @@ class CudaFixtures:
         return sorted(self.manifest["fixtures"])
 
 
+def slow_deselected(config: pytest.Config) -> bool:
+    """True when ``-m`` leaves out the tests marked ``slow`` (e.g. ``-m "not slow"``, the everyday run)."""
+    expr = config.getoption("markexpr", "")
+    if not expr:
+        return False
+    from _pytest.mark.expression import Expression
+
+    compiled = Expression.compile(expr)
+    return compiled.evaluate(lambda name, **_: False) and not compiled.evaluate(
+        lambda name, **_: name == "slow"
+    )
+
+
+def _prebuilt(tmp_path_factory: pytest.TempPathFactory) -> CudaFixtures:
+    out = tmp_path_factory.mktemp("cuda_prebuilt")
+    for p in build_fixtures.PREBUILT.iterdir():
+        shutil.copy2(p, out / p.name)
+    return CudaFixtures(out, json.loads((out / "manifest.json").read_text()), False, None)
+
+
 @pytest.fixture(scope="session")
-def cuda_fixtures(tmp_path_factory: pytest.TempPathFactory) -> CudaFixtures:
+def cuda_fixtures(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> CudaFixtures:
+    """nvcc builds the fixtures (about 25 s on 2 cores) unless the ``slow`` tests are deselected: the
+    everyday ``-m "not slow"`` run, like CI without nvcc, scans the committed prebuilt copies."""
     nvcc = shutil.which("nvcc")
+    if nvcc and slow_deselected(request.config):
+        return _prebuilt(tmp_path_factory)
     release = build_fixtures.nvcc_release(nvcc) if nvcc else None
     if release is not None:
         out = tmp_path_factory.mktemp("cuda_fixtures")
@@ -57,10 +81,7 @@ def cuda_fixtures(tmp_path_factory: pytest.TempPathFactory) -> CudaFixtures:
         )
     _NOTES.append(note)
     warnings.warn(note, stacklevel=1)
-    out = tmp_path_factory.mktemp("cuda_prebuilt")
-    for p in build_fixtures.PREBUILT.iterdir():
-        shutil.copy2(p, out / p.name)
-    return CudaFixtures(out, json.loads((out / "manifest.json").read_text()), False, None)
+    return _prebuilt(tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,8 @@
 """Real PyPI wheels: probe's scan straight from the .whl agrees with cuobjdump on the unpacked members,
 and the backend catalog's kernel patterns match the kernels that really ship.
 
-- bitsandbytes 0.50.2 (43 MB; LZ4- and zstd-compressed fatbins): cheap enough for every CI run.
-- vLLM 0.33.0 (336 MB) + flashinfer-cubin 0.6.13 (458 MB): ``slow``; they check the issue's headline
+- bitsandbytes 0.50.2 (43 MB; LZ4- and zstd-compressed fatbins): a few seconds, ``slow`` like the rest.
+- vLLM 0.33.0 (336 MB) + flashinfer-cubin 0.6.13 (458 MB): ``slow``; they check the headline
   facts (FA3 none off Hopper, TRT-LLM MoE none on sm_110/120/121, Marlin MoE 8.0+PTX / 12.0f).
 Downloads are cached under ~/.cache/probe-tests (see wheels.py).
 """
@@ -79,6 +79,7 @@ def _cross_check(records, root: Path, tool: str) -> tuple[int, list[str]]:
     return agree, cuobjdump_failed
 
 
+@pytest.mark.slow
 def test_bitsandbytes_wheel_matches_cuobjdump(tool):
     whl = wheels.wheel("bitsandbytes")
     root = wheels.unpacked(whl, ".so")

@@ -64,6 +64,7 @@ def _check(data: bytes, name: str) -> None:
     assert res.end <= max(len(data), 16) + 16
 
 
+@pytest.mark.slow
 @FUZZ
 @given(
     name=st.sampled_from((*SEEDS, "synthetic")),

@@ -139,6 +139,7 @@ def test_huge_member_header(tmp_path: Path) -> None:
     assert any("truncated" in e for e in errs.values()), errs
 
 
+@pytest.mark.slow
 def test_zip_bomb_layer_is_bounded(tmp_path: Path) -> None:
     """512 MiB of zeros in one member (gzip: ~500 KiB): inflated in bounded pieces, skipped."""
     import resource

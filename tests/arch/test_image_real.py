@@ -2,8 +2,9 @@
 --target``): the image scan gives the same arches, file for file, as a scan of the image unpacked.
 
 Wheels are downloaded once and cached under ~/.cache/probe-tests (tests/arch/wheels.py).
-bitsandbytes (43 MB) runs in CI; vLLM 0.33.0 + flashinfer-cubin 0.6.13 (2.6 GB unpacked) is
-``slow``. The layout is cross-checked with ``skopeo inspect`` / ``umoci`` when they are installed.
+Both are ``slow`` (CI runs them): bitsandbytes (43 MB, a few seconds) and vLLM 0.33.0 +
+flashinfer-cubin 0.6.13 (2.6 GB unpacked, minutes). The layout is cross-checked with
+``skopeo inspect`` / ``umoci`` when they are installed.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ def _compare(image: Path, plain: list[Path], tmp: Path) -> dict[str, tuple]:
     return got
 
 
+@pytest.mark.slow
 @pytest.mark.network
 def test_bitsandbytes_image(tmp_path: Path) -> None:
     t, plain = _install_layer(tmp_path, _wheel("bitsandbytes"), 0)

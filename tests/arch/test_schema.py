@@ -90,6 +90,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_real_json_output_validates_against_the_contract(tmp_path, cuda_fixtures):
     """Real scans (files, a deflated wheel, --kernels): validation and the JSON Schema of
     ``probe scan --schema`` accept them; key order is the records' field order."""

@@ -227,6 +227,7 @@ def test_cli_formats_output_file_and_usage_errors(tmp_path, cuda_fixtures):
     assert both.returncode == 2
 
 
+@pytest.mark.slow
 def test_cli_python_and_caches(tmp_path, cuda_fixtures):
     tri = tmp_path / "triton" / "abc"
     tri.mkdir(parents=True)

@@ -19,7 +19,7 @@ def _raw() -> dict:
 def test_packaged_catalog_loads():
     cat = backend_catalog()
     ids = {b.id for b in cat.backends}
-    # the backends the issue names
+    # the MoE / attention backends probe was built to answer for
     for needed in (
         "moe.marlin",
         "moe.cutlass",

@@ -75,6 +75,7 @@ def test_inconsistent_matrix_is_bad_input(tmp_path, data_dir, what, probe_cli):
     assert str(path) in r.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content", ["{not json", "", "[1, 2]", '"a string"'])
 def test_not_a_matrix(tmp_path, content, probe_cli):
     path = _write(tmp_path, content)

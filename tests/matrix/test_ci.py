@@ -46,6 +46,7 @@ def test_gate_workflow_runs_probe_and_uploads():
     )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
 def test_selftest_script():
     env = dict(os.environ, PYTHON=sys.executable)

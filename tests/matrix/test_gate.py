@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+import pytest
+
 
 def test_gate_passes_unchanged(data_dir, tmp_path, probe_cli):
     junit = tmp_path / "gate.xml"
@@ -67,6 +69,7 @@ def test_gate_slowdown_threshold(data_dir, probe_cli):
     assert r.returncode == 1 and "slower" in r.stdout  # the unchanged image is 2 % slower on marlin
 
 
+@pytest.mark.slow
 def test_gate_exit_codes(data_dir, tmp_path, probe_cli):
     base = str(data_dir / "baseline.json")
     assert (
@@ -115,6 +118,7 @@ def test_gate_refuses_different_gpus(data_dir, tmp_path, probe_cli):
     assert r.returncode == 3 and "sm_90" in r.stdout
 
 
+@pytest.mark.slow
 def test_diff(data_dir, probe_cli):
     r = probe_cli(
         "diff", str(data_dir / "baseline.json"), str(data_dir / "current-regression.json"), "--json"
@@ -133,6 +137,7 @@ def test_diff(data_dir, probe_cli):
     assert json.loads(same.stdout)["cells"] == []
 
 
+@pytest.mark.slow
 def test_merge_then_show(data_dir, tmp_path, probe_cli):
     fleet = tmp_path / "fleet.json"
     assert (

@@ -69,6 +69,7 @@ def _published() -> list[Path]:
 PUBLISHED = _published()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not PUBLISHED, reason="nothing published under matrices/ yet")
 @pytest.mark.parametrize("path", PUBLISHED, ids=[p.name for p in PUBLISHED])
 def test_published_matrices_validate(path):

@@ -1,6 +1,7 @@
 """The oracle end to end against small fake vLLM trees.
 
-fake_vllm/v026 and v033 mirror the real API shapes of those releases; v020 has none of them.
+fake_vllm/v026 and v033 (each the shared fake_vllm/base plus its own overlay, assembled by
+conftest.fake_vllm_tree) mirror the real API shapes of those releases; v020 has none of them.
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ FAKE = Path(__file__).parent / "fake_vllm"
 
 
 @pytest.fixture(scope="module", params=["v026", "v033"])
-def matrix(request) -> Matrix:
+def matrix(request, fake_vllm_tree) -> Matrix:
     req = plan(
         [parse_target(t) for t in ("sm_89", "sm_90", "sm_100")],
         [resolve_model(m) for m in ("120b", "dsv3", "122b")],
     )
-    run = run_child(req, pythonpath=[str(FAKE / request.param)], timeout_s=120)
+    run = run_child(req, pythonpath=[str(fake_vllm_tree(request.param))], timeout_s=120)
     assert run.skipped is None, run.skipped
     return build_matrix(req, run)
 

@@ -21,7 +21,10 @@ PY = Path(
     os.environ.get("PROBE_VLLM033_PYTHON", Path.home() / ".cache/probe-tests/venv-vllm-0.33.0/bin/python")
 )
 HAS_VLLM = PY.exists() and any((PY.parent.parent / "lib").glob("python3*/site-packages/vllm/__init__.py"))
-pytestmark = pytest.mark.skipif(not HAS_VLLM, reason=f"no vLLM 0.33.0 venv at {PY} (see module docstring)")
+pytestmark = [
+    pytest.mark.skipif(not HAS_VLLM, reason=f"no vLLM 0.33.0 venv at {PY} (see module docstring)"),
+    pytest.mark.slow,  # importing the real vLLM in the child: about 40 s
+]
 
 
 @pytest.fixture(scope="module")

@@ -82,6 +82,7 @@ def test_no_backend_works_exits_3_with_vllms_refusals(probe_cli):
     assert triton["note"].startswith("vllm/model_executor/layers/fused_moe/experts/triton_moe.py:")
 
 
+@pytest.mark.slow
 def test_every_profile_on_every_gpu_gets_an_answer_or_evidence():
     for gpu in catalog().gpus:
         for prof in load_profiles():
@@ -92,6 +93,7 @@ def test_every_profile_on_every_gpu_gets_an_answer_or_evidence():
                 assert out.evidence and out.warnings, (gpu.sm, prof.name)
 
 
+@pytest.mark.slow
 def test_every_profile_gets_a_pair_on_the_measured_h200():
     for prof in load_profiles():
         out = recommend(prof.name, matrices=MATRICES)

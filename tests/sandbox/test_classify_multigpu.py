@@ -1,5 +1,6 @@
 """Multi-GPU-only failure signatures (NCCL / torch.distributed time-outs, custom all-reduce, P2P,
-symmetric memory) on real log excerpts (``tests/data/logs/multigpu``, sources in its index.json)."""
+symmetric memory) on real log excerpts (``tests/data/logs/multigpu``, sources in its index.json; every
+log of the corpus is scored by test_classify_corpus.py)."""
 
 from __future__ import annotations
 
@@ -16,14 +17,10 @@ INDEX = json.loads((LOGS / "index.json").read_text())
 
 
 @pytest.mark.parametrize("entry", INDEX, ids=[e["file"] for e in INDEX])
-def test_multigpu_log(entry: dict) -> None:
+def test_multigpu_log_cites_its_source(entry: dict) -> None:
     text = (LOGS / entry["file"]).read_text()
-    assert text.startswith("# source: https://github.com/"), "fixture header must cite its source"
-    v = classify_text(text)
-    assert v.outcome.value == entry["outcome"], v.root_cause
-    assert v.degraded is entry["degraded"]
-    if entry["root_cause_contains"]:
-        assert entry["root_cause_contains"] in (v.root_cause or "")
+    assert text.startswith(f"# source: {entry['source']} ("), "fixture header must cite its source"
+    assert entry["source"].startswith("https://github.com/")
 
 
 def test_peer_access_beats_the_generic_cuda_check_line() -> None:

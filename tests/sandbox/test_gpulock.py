@@ -22,6 +22,7 @@ def _hold(lock_dir: str, kind: str, start_after: float, hold: float, q: mp.Queue
         q.put((kind, start_after, t0, time.time()))
 
 
+@pytest.mark.slow
 def test_writer_priority(tmp_path):
     """A timed loop waiting for a running shared phase goes before a shared phase that asks later."""
     ctx = mp.get_context("spawn")

@@ -18,6 +18,9 @@ from tests.sandbox.conftest import M
 
 REPO = Path(__file__).resolve().parents[2]
 
+# a real `probe run` stopped mid-cell: about 4 s per signal
+pytestmark = pytest.mark.slow
+
 
 def _plan(path: Path) -> None:
     cells = [

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from probe.cells import CellSpec
 from probe.outcomes import Outcome
 from probe.sandbox.runner import run_cells
 
 J = "tests.sandbox.children.jit_child:"
+
+# every cell here waits out a real (short) time-out or compile: 1-4 s each
+pytestmark = pytest.mark.slow
 
 
 def _one(cfg, target: str, timeout_s: float, jit_timeout_s: float, **params):

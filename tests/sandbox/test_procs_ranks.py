@@ -61,6 +61,7 @@ def _all_gone(pids: list[int], wait_s: float = 5.0) -> list[int]:
     return alive
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_timeout_kills_every_rank_including_a_setsid_one(cfg, tmp_path: Path, method: str) -> None:
     pidfile, gpu_file = tmp_path / "ranks.txt", tmp_path / "gpu.txt"
@@ -82,6 +83,7 @@ def test_timeout_kills_every_rank_including_a_setsid_one(cfg, tmp_path: Path, me
     assert "gpu_check" in res.details  # a multi-GPU cell records its after-teardown check (skipped here)
 
 
+@pytest.mark.slow
 def test_a_process_nvidia_smi_does_not_list_is_no_gpu_leftover(cfg, tmp_path: Path, fake_smi: Path) -> None:
     pidfile = tmp_path / "escaper.txt"
     spec = CellSpec(
@@ -106,6 +108,7 @@ def test_a_process_nvidia_smi_does_not_list_is_no_gpu_leftover(cfg, tmp_path: Pa
     assert "gpu_leftovers" not in res.details
 
 
+@pytest.mark.slow
 def test_escaped_leftover_listed_by_nvidia_smi_is_killed(cfg, tmp_path: Path, fake_smi: Path) -> None:
     pidfile = tmp_path / "escaper.txt"
     os.symlink(pidfile, fake_smi)  # nvidia-smi lists whatever the escaper wrote: the escaper itself

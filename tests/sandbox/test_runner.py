@@ -118,6 +118,7 @@ def test_probe_reported_outcome(cfg):
     assert r.ref_error == 0.7
 
 
+@pytest.mark.slow
 def test_infinite_loop_times_out(cfg):
     r = one(cfg, spec("hang", timeout_s=1.5))
     assert r.outcome is Outcome.TIMEOUT
@@ -132,6 +133,7 @@ def test_infinite_loop_times_out(cfg):
     assert any(" in _run_cell" in f for f in r.details["stack_at_timeout"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("setsid", [False, True])
 def test_grandchild_ignoring_sigterm_is_killed(cfg, tmp_path, setsid):
     pidfile = tmp_path / "gc.pid"
@@ -163,6 +165,7 @@ def test_memory_hog_under_rlimit_as(cfg):
     assert r.phase == "weights"
 
 
+@pytest.mark.slow
 def test_rss_cap_kills_memory_hog(cfg):
     cfg.rss_cap_bytes = 300 << 20
     r = one(cfg, spec("memory_hog_slow", params={"mb": 4096}))
@@ -178,6 +181,7 @@ def _vm_hwm_kb() -> int:
     raise AssertionError("no VmHWM")
 
 
+@pytest.mark.slow
 def test_one_gigabyte_flood_keeps_parent_bounded(cfg):
     before = _vm_hwm_kb()
     r = one(cfg, spec("flood", params={"mb": 1024}, timeout_s=120))
@@ -261,6 +265,7 @@ def test_restart_cap_falls_back_to_isolated(cfg):
     assert by["k"].outcome is Outcome.OK
 
 
+@pytest.mark.slow
 def test_parallel_jobs_respect_memory_budget(cfg):
     from probe.sandbox.memory import MemoryPolicy
 
@@ -353,6 +358,7 @@ def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
+@pytest.mark.slow
 def test_exclusive_cells_have_the_gpu_to_themselves(cfg):
     """Engine-sized cells (``params.exclusive``) never run beside another cell, even under -j 3."""
     cfg.jobs = 3
@@ -369,6 +375,7 @@ def test_exclusive_cells_have_the_gpu_to_themselves(cfg):
     assert any(_overlap(a, b) for a, b in itertools.combinations(small, 2)), "-j 3 ran nothing in parallel"
 
 
+@pytest.mark.slow
 def test_timed_sections_exclude_other_cells_gpu_phases(cfg):
     """Under -j N the runner hands children a GPU lock: shared phases overlap, a timed loop is alone."""
     cfg.jobs = 3

@@ -1,6 +1,7 @@
 # ruff: noqa: E501
-"""The classifier on the held-out real-log set (tests/sandbox/heldout, collected after the classifier
-was written; see docs/sandbox.md "Held-out evaluation") and robustness of `probe classify` input handling."""
+"""Robustness of `probe classify` input handling (empty, binary, CRLF / ANSI / non-UTF-8, wrappers,
+warnings, progress bars) and the literal pre-check of the signature matcher on the real-log corpus
+(tests/data/logs; the corpus itself is scored by test_classify_corpus.py)."""
 
 from __future__ import annotations
 
@@ -17,66 +18,9 @@ from probe.catalog.signatures import signature_db
 from probe.outcomes import Outcome
 from probe.sandbox.classify import classify_stream, classify_text, looks_binary
 from probe.sandbox.logtext import LineMatcher
+from tests.sandbox.evaluate_classify import CORPUS, find_collections
 
 ROOT = Path(__file__).resolve().parents[2]
-HELD = ROOT / "tests" / "sandbox" / "heldout"
-INDEX = json.loads((HELD / "index.json").read_text())
-# second held-out round (collected after round-one tuning; docs/sandbox.md "Held-out evaluation")
-HELD2 = ROOT / "tests" / "sandbox" / "heldout2"
-INDEX2 = json.loads((HELD2 / "index.json").read_text())
-SETS = [(HELD, e) for e in INDEX] + [(HELD2, e) for e in INDEX2]
-# Misses left in on purpose (no general rule was found; fixing them would mean copying the line).
-KNOWN_MISSES = {
-    "heldout2/006_vllm_b200_flashinfer_trtllm_headdim_expect_refused.log": "FlashInfer TRT-LLM-gen 'Expect (...), got ...' launch check: no stable phrase marks it as a kernel refusal",
-}
-
-
-@pytest.mark.parametrize("folder", [HELD, HELD2], ids=["heldout", "heldout2"])
-def test_heldout_index_is_well_formed(folder):
-    outcomes = {o.value for o in Outcome}
-    index = json.loads((folder / "index.json").read_text())
-    assert len(index) >= 35
-    assert len({e["file"] for e in index}) == len(index)
-    for e in index:
-        assert set(e) == {"file", "outcome", "degraded", "root_cause_contains", "source", "note"}
-        assert e["outcome"] in outcomes and (folder / e["file"]).is_file()
-        assert e["source"].startswith("https://github.com/")
-        if e["root_cause_contains"] is not None:
-            assert e["root_cause_contains"] in (folder / e["file"]).read_text()
-
-
-def test_heldout_rounds_do_not_share_sources():
-    first = {e["source"] for e in INDEX}
-    tuning = {e["source"] for e in json.loads((ROOT / "tests" / "data" / "logs" / "index.json").read_text())}
-    assert not ({e["source"] for e in INDEX2} & (first | tuning))
-
-
-def _case_id(folder: Path, entry: dict) -> str:
-    return f"{folder.name}/{entry['file']}"
-
-
-@pytest.mark.parametrize(
-    ("folder", "entry"),
-    [
-        pytest.param(
-            f,
-            e,
-            id=_case_id(f, e),
-            marks=[pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[_case_id(f, e)])]
-            if _case_id(f, e) in KNOWN_MISSES
-            else [],
-        )
-        for f, e in SETS
-    ],
-)
-def test_heldout_log(folder, entry):
-    with open(folder / entry["file"], "rb") as f:
-        v = classify_stream(f)
-    assert v.outcome.value == entry["outcome"], (v.root_cause, entry["note"])
-    want = entry["root_cause_contains"]
-    if want is not None:
-        assert v.root_cause is not None and want in v.root_cause, v.root_cause
-    assert v.degraded == bool(entry["degraded"]), v.degraded_reasons
 
 
 def _cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
@@ -92,6 +36,7 @@ def _cli(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_empty_input_is_a_clear_error_unless_the_exit_status_is_known():
     p = _cli("-", "--json", stdin=b"")
     assert p.returncode == 6 and b"empty" in p.stderr and b"Traceback" not in p.stderr
@@ -154,17 +99,15 @@ def test_finished_progress_bar_is_not_a_hang():
     assert classify_text(stuck).outcome is Outcome.TIMEOUT
 
 
+@pytest.mark.slow
 def test_literal_gate_never_hides_a_match():
     """The literal pre-check is an optimisation only: same verdict as trying every signature."""
     db = signature_db()
     matcher = LineMatcher(db)
     by_priority = sorted(db.signatures, key=lambda s: -s.priority)
-    lines = [ln for e in INDEX for ln in (HELD / e["file"]).read_text().splitlines()]
-    lines += [
-        ln
-        for p in sorted((ROOT / "tests" / "data" / "logs").glob("*.log"))
-        for ln in p.read_text(errors="replace").splitlines()
-    ]
+    logs = [p for c in find_collections(CORPUS) for p in sorted(c.glob("*.log"))]
+    assert len(logs) >= 174
+    lines = [ln for p in logs for ln in p.read_text(errors="replace").splitlines()]
     for ln in lines:
         brute = next((s for s in by_priority if s.pattern.search(ln)), None)
         assert matcher.best(ln) is brute, ln

@@ -1,3 +1,0 @@
-from typing import Literal
-
-MoEBackend = Literal["auto", "triton", "cutlass", "marlin"]

@@ -1,2 +1,0 @@
-class scalar_types:
-    uint4b8 = "uint4b8"

@@ -1,1 +1,0 @@
-import flashinfer  # noqa: F401  (absent: the backend cannot import)
