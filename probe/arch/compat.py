@@ -1,7 +1,7 @@
 """Loadability rules: can a GPU of compute capability X run code built for target T?
 
 Rules (CUDA Programming Guide "Feature Availability" + the family table, PyTorch's iGPU
-exceptions, and driver behaviour measured on an H200; see shared/reference/fatbin.md §8):
+exceptions, and driver behaviour measured on an H200; see docs/fatbin.md §7):
 
 SASS ``sm_N``   plain: same major, N's minor <= device minor (iGPUs such as Orin: exact only)
                 ``a``: exactly N            ``f``: the device is in N's family

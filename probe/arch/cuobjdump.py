@@ -2,7 +2,7 @@
 
 cuobjdump is looked up on ``PATH``, in ``$CUDA_HOME/bin`` (and ``$CUDA_PATH``), in
 ``/usr/local/cuda/bin`` and in ``site-packages/nvidia/cu13/bin`` (the ``nvidia-cuda-cuobjdump``
-wheel). Listings compared per file (shared/reference/fatbin.md §9):
+wheel). Listings compared per file (docs/fatbin.md §8):
 
 - ``--list-elf``: one line per cubin, named from the *ELF* (so ``sm_100f`` prints as ``sm_100``;
   ``a`` is kept) — compared as a multiset with probe's SASS entries, ``f`` dropped;

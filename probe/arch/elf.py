@@ -8,7 +8,7 @@ module of probe allowed to import pyelftools (:func:`section_names_pyelftools`, 
 reader used by the tests to cross-check the fast one); every malformed input raises
 :class:`ElfParseError`, never a pyelftools or :mod:`struct` exception.
 
-Facts (shared/reference/fatbin.md §7): ``e_machine`` 190 = EM_CUDA; ``EI_ABIVERSION`` 7 keeps the
+Facts (docs/fatbin.md §6): ``e_machine`` 190 = EM_CUDA; ``EI_ABIVERSION`` 7 keeps the
 SM in ``e_flags & 0xFF`` and the ``a`` flag in 0x800; ``EI_ABIVERSION`` 8 keeps the SM in
 ``(e_flags >> 8) & 0xFF`` and the ``a`` flag in 0x8 (CUDA 12.8/12.9) or in ``.nv.compat``
 attribute 0x09 (CUDA 13.x); the ``f`` suffix only shows in the ptxas command line stored in

@@ -1,7 +1,7 @@
 """Walk fatbin containers (``.nv_fatbin`` / ``__nv_relfatbin`` sections, ``.fatbin`` files).
 
-Only headers are read: 16 bytes per container, 64+ bytes per entry (shared/reference/fatbin.md
-§2-§5). Payloads are read and decompressed on demand (:func:`payload`), for ``--kernels`` only.
+Only headers are read: 16 bytes per container, 64+ bytes per entry (docs/fatbin.md §2-§5).
+Payloads are read and decompressed on demand (:func:`payload`), for ``--kernels`` only.
 
 Every size read from the data is validated against the region being walked; every step moves
 forward by at least 8 bytes; counts are capped. A malformed region never raises out of
@@ -246,8 +246,8 @@ def _walk_entries(reader: Reader, off: int, cend: int, section: str, container: 
 def _nested(reader: Reader, off: int, hsize: int, outer: RawEntry, res: WalkResult) -> None:
     """Kind 0x100 ("concatenated"): ``u32 count`` at +0x40, nested entry headers from +0x48.
 
-    Based on one CUDA 13.5 sample (fatbin.md §3.1): the nested headers' own size field may be 0,
-    so the stride is taken from it when sane and otherwise from the space they share.
+    Based on one CUDA 13.5 sample (docs/fatbin.md §3.2): the nested headers' own size field may
+    be 0, so the stride is taken from it when sane and otherwise from the space they share.
     """
     if hsize < 0x48:
         res.problems.append(f"{outer.section}: concatenated entry at {off:#x} has no nested headers")

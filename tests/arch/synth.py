@@ -1,4 +1,4 @@
-"""Hand-assembled fatbin containers and ELF headers for unit tests (layouts: fatbin.md §2-§7)."""
+"""Hand-assembled fatbin containers and ELF headers for unit tests (layouts: docs/fatbin.md §2-§6)."""
 
 from __future__ import annotations
 
