@@ -124,13 +124,13 @@ _MOE: dict[str, Any] = {
 }
 
 
-#: release line (major.minor) -> the oracle's layout, for the lines it was read from (the wheels of
-#: vllm-0.26.0 and vllm-0.33.0 share it; the child passes only the keyword arguments a function's
-#: signature accepts, so small signature differences need no code).
-ORACLE_LAYOUT: dict[str, dict[str, Any]] = {
-    "0.26": {"name": "vllm-0.26", "attention": _ATTENTION, "moe": _MOE},
-    "0.33": {"name": "vllm-0.33", "attention": _ATTENTION, "moe": _MOE},
-}
+#: the first release the oracle's layout was read from (vllm-0.26.0; vllm-0.33.0 shares it). The
+#: oracle asks every release from there on through it and detects what a release lacks: the child
+#: resolves each path lazily, passes a function only the keyword arguments its signature accepts, and
+#: answers "not in this vLLM" for an entry point that is missing, so a new release whose API did not
+#: change needs no code.
+ORACLE_SINCE: tuple[int, ...] = (0, 26, 0)
+ORACLE_LAYOUT: dict[str, Any] = {"attention": _ATTENTION, "moe": _MOE}
 
 
 @dataclass(frozen=True)
@@ -195,14 +195,19 @@ def layout_for(version: str | None) -> VllmLayout:
 
 
 def oracle_layout(version: str | None) -> dict[str, Any] | None:
-    """Where ``version``'s selection code lives, for the oracle; None when no layout was read for its line."""
-    line = release_line(version)
-    return ORACLE_LAYOUT.get(line) if line else None
+    """Where ``version``'s selection code lives, for the oracle; None before :data:`ORACLE_SINCE`."""
+    v = parse_version(version)
+    if v is None or v < ORACLE_SINCE:
+        return None
+    return {"name": f"vllm-{release_line(version)}", **ORACLE_LAYOUT}
 
 
 def oracle_skip_reason(version: str | None) -> str | None:
     """None when the oracle can ask ``version``, else why not."""
     if oracle_layout(version) is not None:
         return None
-    known = ", ".join(f"{k}.x" for k in sorted(ORACLE_LAYOUT))
-    return f"no oracle adapter for vLLM {version or '(unknown version)'}; adapters exist for {known}"
+    since = ".".join(str(x) for x in ORACLE_SINCE)
+    return (
+        f"no oracle adapter for vLLM {version or '(unknown version)'}: the oracle reads vLLM's selection "
+        f"code from vLLM {since} on"
+    )

@@ -50,9 +50,13 @@ def test_probe_layouts_by_release():
 
 
 def test_oracle_layouts_by_release_line():
-    assert v.oracle_layout("0.33.0+cu130") is not None and v.oracle_layout("0.26.0") is not None
-    assert v.oracle_skip_reason("0.26.1.dev3") is None
-    assert "0.26.x, 0.33.x" in (v.oracle_skip_reason("0.30.0") or "")
+    """From 0.26 on every release is asked through the one layout (the child detects what a release
+    lacks); older ones are skipped with the reason."""
+    for version in ("0.26.0", "0.26.1.dev3", "0.30.0", "0.33.0+cu130", "0.40.0"):
+        assert v.oracle_layout(version) is not None and v.oracle_skip_reason(version) is None
+    assert v.oracle_layout("0.30.0")["name"] == "vllm-0.30"
+    assert v.oracle_layout("0.25.1") is None and v.oracle_layout("garbage") is None
+    assert "from vLLM 0.26.0 on" in (v.oracle_skip_reason("0.20.0") or "")
 
 
 def test_the_version_module_imports_only_the_standard_library():

@@ -127,6 +127,7 @@ class AttentionOracle:
         ans["ok"] = True
         if name == "FLASH_ATTN":
             ans["fa_version"] = self._fa_version(cfg)
+            ans["fa_support"] = fa_support()
         return ans
 
     def _reasons(self, backend: Any, cfg: Any) -> list[dict[str, Any]]:
@@ -163,6 +164,27 @@ class AttentionOracle:
         if selected == "FLASH_ATTN":
             ans["fa_version"] = self._fa_version(cfg)
         return ans
+
+
+_FA_REASON = "vllm.vllm_flash_attn.flash_attn_interface:fa_version_unsupported_reason"
+
+
+def fa_support() -> dict[str, str | None] | None:
+    """Per FlashAttention version, why vLLM would refuse it on the target GPU (None: it accepts it),
+    from vLLM's own ``fa_version_unsupported_reason`` under the faked capability. The version vLLM
+    picks by default (``fa_version``) is a default, not a refusal of the others: a forced version
+    is refused only for a reason given here. None: this vLLM has no such query."""
+    try:
+        reason = resolve(_FA_REASON)
+    except REFUSALS:
+        return None
+    out: dict[str, str | None] = {}
+    for v in (2, 3, 4):
+        try:
+            out[str(v)] = reason(v)
+        except REFUSALS as exc:
+            out[str(v)] = f"{type(exc).__name__}: {exc}"
+    return out
 
 
 def _safe_path(member: Any) -> str | None:

@@ -18,7 +18,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -126,8 +127,34 @@ def run_child(
     python: str | None = None,
     pythonpath: list[str] | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
+    jobs: int | None = None,
 ) -> OracleRun:
-    """Run the child once over the whole request; raise :class:`InfraError` when it fails itself."""
+    """Ask the oracle about every target of ``request``: one fresh child per target GPU.
+
+    vLLM caches capability probes for the life of a process (``functools.cache`` on
+    ``is_deep_gemm_supported``, platform priorities …) and computes some values at import time, so
+    the first GPU a process asks about would stick for every later one: each target gets a process
+    of its own, ``jobs`` at a time (default: the CPUs). A verdict never depends on which other GPUs
+    were asked. Raises :class:`InfraError` when a child fails itself.
+    """
+    t0 = time.monotonic()
+    parts = [replace(request, targets=(t,)) for t in request.targets] or [request]
+    workers = max(1, min(len(parts), jobs or os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        runs = list(pool.map(lambda part: _run_one(part, python, pythonpath, timeout_s), parts))
+    first = runs[0]
+    return replace(
+        first,
+        skipped=next((r.skipped for r in runs if r.skipped), None),
+        answers=tuple(a for r in runs for a in r.answers),
+        wall_s=round(time.monotonic() - t0, 3),
+    )
+
+
+def _run_one(
+    request: OracleRequest, python: str | None, pythonpath: list[str] | None, timeout_s: float
+) -> OracleRun:
+    """One child over ``request`` (in practice: one target)."""
     exe = python or sys.executable
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="probe-oracle-") as tmp:

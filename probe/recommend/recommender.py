@@ -17,15 +17,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probe.catalog import models as catalog_models
-from probe.catalog.gpus import parse_target
 from probe.catalog.profile import ModelProfile
-from probe.errors import OptionError, UsageError
+from probe.errors import UsageError
 from probe.recommend import cautions, halves, reports, select, verdict
 from probe.recommend.flags import engine_arg_flags, flags_data, spell_flags
+from probe.recommend.gather import about, gather
 from probe.recommend.halves import Half
-from probe.recommend.sources import default_matrix_paths, load_evidence
+from probe.recommend.sources import default_matrix_paths
 from probe.recommend.types import (
     Choice,
+    Deployment,
     EvidenceCell,
     LoadedEvidence,
     Pair,
@@ -53,29 +54,6 @@ def model_profile(model: str, quant: str | None) -> ModelProfile:
     return replace(prof, quant=quant or named_quant or prof.quant)
 
 
-def target_gpu(gpu: str | None, cells: list[EvidenceCell], paths: list[Path]) -> tuple[int, str]:
-    """(sm, name) of the GPU asked for, else of the one GPU the matrices were measured on."""
-    if gpu:
-        target = parse_target(gpu)
-        return target.sm, target.names[0]
-    measured = sorted({c.get("gpu_sm") for c in cells if c.evidence == "measured" and c.get("gpu_sm")})
-    if len(measured) == 1:
-        sm = measured[0]
-        name = next((c.gpu_name for c in cells if c.get("gpu_sm") == sm and c.gpu_name), None)
-        return sm, name or parse_target(str(sm)).names[0]
-    if measured:
-        raise OptionError(
-            "gpu",
-            "the matrices hold measurements for several GPUs: " + ", ".join(f"sm_{s}" for s in measured),
-            hint="pick one of them",
-        )
-    raise OptionError(
-        "gpu",
-        "no measured matrix found; say which GPU to predict for (e.g. sm_110a)",
-        hint=f"matrices searched: {', '.join(str(p) for p in paths) or '(none)'}",
-    )
-
-
 def cited(c: EvidenceCell, role: str, note: str | None = None) -> EvidenceEntry:
     """A cell as the answer cites it (``note``: how it reaches this model)."""
     return {
@@ -96,15 +74,6 @@ def _where(c: EvidenceCell) -> str | None:
     """vLLM's file:line of an oracle refusal."""
     d = c.get("details") or {}
     return f"{d['file']}:{d['line']}" if c.get("basis") == "vllm_check" and d.get("file") else None
-
-
-def _vllm_of(best: Pair, mine: list[EvidenceCell]) -> str | None:
-    """The vLLM version to spell flags for: the chosen cells', else this GPU's measured, else predicted."""
-    return (
-        next((c.vllm for c in best.cells if c.vllm), None)
-        or next((c.vllm for c in mine if c.vllm and c.evidence == "measured"), None)
-        or next((c.vllm for c in mine if c.vllm and c.evidence == "predicted"), None)
-    )
 
 
 def _note(c: EvidenceCell, req: Request, chosen: dict[str, Choice]) -> str | None:
@@ -234,9 +203,9 @@ def _answer(
     prefs = _preferences(fd, req, mine)
     pairs = sorted(pairs, key=lambda p: select.pair_rank(p, prefs))
     best = pairs[0]
-    vllm = _vllm_of(best, mine)
+    vllm = req.vllm
     if not vllm:
-        warnings.append(f"no vLLM version recorded; flags are spelled for vLLM {fd['latest_known']}")
+        warnings.append(f"no vLLM version known; flags are spelled for vLLM {fd['latest_known']}")
     args, env, flag_warnings = spell_flags(best.moe, best.attn, best.fa, req.quant, vllm)
     runner, speed = _comparison(best, select.runner_up(pairs))
     chosen = _chosen(best, ladder.moe, ladder.attn)
@@ -255,8 +224,6 @@ def _answer(
         attention_backend=best.attn,
         fa_version=best.fa,
         engine_args=best.args,
-        vllm_version=vllm,
-        flags_for_vllm=vllm or fd["latest_known"],
         flags=args + engine_arg_flags(best.args),
         env=env,
         evidence=_cited_evidence(best, req, ladder.ruled, chosen),
@@ -303,17 +270,22 @@ def recommend(
     quant: str | None = None,
     tp: int | None = None,
     loaded: LoadedEvidence | None = None,
+    vllm: str | None = None,
+    scan: Path | None = None,
+    deploy: Deployment | None = None,
 ) -> Recommendation:
-    """The recommendation for ``model`` on ``gpu`` (default: the GPU the matrices were measured on).
+    """The recommendation for ``model`` on ``gpu`` (default: the GPU the matrices were measured on),
+    for one vLLM version (``vllm``, else the one of ``scan``, the installed one, the measured one, the
+    newest predicted: :mod:`.answer_version`), served as ``deploy`` says.
 
     ``loaded``: evidence already read (``probe diff`` passes one matrix's cells); else the matrix
     files under ``matrices`` (default :func:`default_matrix_paths`) plus the packaged field reports.
     """
     prof = model_profile(model, quant)
     paths = matrices if matrices is not None else default_matrix_paths()
-    loaded, sm, gpu_name = _evidence(paths, gpu, loaded)
-    req = Request.of(prof, prof.quant, tp, sm)
-    mine = _mine(loaded.cells, req)
+    got = gather(paths, gpu, vllm=vllm, scan=scan, loaded=loaded)
+    req = Request.of(prof, prof.quant, tp, got.sm, got.version.vllm, deploy)
+    mine = about(got.loaded.cells, req)
     measured_here = any(c.evidence == "measured" for c in mine)
     basis = "measured" if measured_here else "fallback"
     fd = flags_data()
@@ -321,11 +293,14 @@ def recommend(
     base = Recommendation(
         model=prof.name,
         quant=prof.quant,
-        gpu=f"sm_{sm}",
-        gpu_name=gpu_name,
+        gpu=f"sm_{got.sm}",
+        gpu_name=got.gpu_name,
         basis="measured" if measured_here else "predicted+reported",
-        notes=[] if measured_here else [_fallback_note(sm)],
-        matrices=loaded.files,
+        vllm_version=got.version.vllm,
+        flags_for_vllm=got.version.vllm or fd["latest_known"],
+        notes=([got.version.note] if got.version.note else [])
+        + ([] if measured_here else [_fallback_note(got.sm)]),
+        matrices=got.loaded.files,
     )
     warnings = cautions.every_engine_run_failed(rel, req)
     pairs = _engine_pairs(rel, req, basis, warnings)
@@ -344,35 +319,6 @@ def recommend(
     if not pairs:
         return _nothing_works(base, req, rel, ladder, warnings)
     return _answer(base, req, mine, ladder, pairs, warnings)
-
-
-def _mine(cells: list[EvidenceCell], req: Request) -> list[EvidenceCell]:
-    """The cells about the asked GPU; of vLLM's own checks, only those about this model."""
-    out = []
-    for c in cells:
-        d = c.cell
-        if d.get("gpu_sm") != req.sm:
-            continue
-        if d.get("basis") == "vllm_check" and not req.is_model(d.get("model")):
-            continue
-        out.append(c)
-    return out
-
-
-def _evidence(
-    paths: list[Path], gpu: str | None, loaded: LoadedEvidence | None
-) -> tuple[LoadedEvidence, int, str]:
-    """The evidence and the GPU: with ``--gpu``, only that GPU's prediction files are read; without
-    it, the GPU comes from the measured matrices and its prediction files are read next."""
-    if loaded is not None:
-        return (loaded, *target_gpu(gpu, loaded.cells, paths))
-    asked = parse_target(gpu).sm if gpu else None
-    loaded = load_evidence(paths, asked)
-    sm, name = target_gpu(gpu, loaded.cells, paths)
-    if asked is None:
-        more = load_evidence(paths, sm, gpu_files_only=True, reports=False)
-        loaded = LoadedEvidence(loaded.cells + more.cells, loaded.files + more.files)
-    return loaded, sm, name
 
 
 def _fallback_note(sm: int) -> str:

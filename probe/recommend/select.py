@@ -277,10 +277,13 @@ def pair_rank(p: Pair, prefs: Preferences) -> PairRank:
         per_role[_role(c)] = max(per_role.get(_role(c), 0), EVIDENCE_RANK[c.evidence])
     best_cells = [c for c in p.cells if EVIDENCE_RANK[c.evidence] >= per_role[_role(c)]]
     s = p.score if p.score is not None else 0.0
+    # only a run that was degraded counts against a pair; a prediction that a backend compiles at first
+    # use is a fact of the image, said in the answer, never a blanket penalty
+    degraded_run = any(c.get("degraded") and c.evidence == "measured" for c in best_cells)
     return PairRank(
         last_resort=1 if p.moe in prefs.last_resort else 0,
         evidence=-min(per_role.values(), default=0),
-        clean=-(0 if any(c.get("degraded") for c in best_cells) else 1),
+        clean=0 if degraded_run else -1,
         unscored=0 if p.score is not None else 1,
         score=-s if p.higher_better else s,
         moe_priority=_position(prefs.moe_order, p.moe),

@@ -60,13 +60,30 @@ def per_gpu_sm(path: Path) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def json_files(paths: Iterable[Path], sm: int | None = None) -> list[Path]:
+def predictions_version(path: Path) -> str | None:
+    """The vLLM version of a per-GPU predictions file's folder (``…/vllm-0.33.0/sm_90.json``), else None."""
+    parent = path.parent.name
+    return parent[len("vllm-") :] if parent.startswith("vllm-") else None
+
+
+def _wanted(path: Path, sm: int | None, predictions: str | None) -> bool:
+    """A per-GPU predictions file is read only for the asked GPU, and (in a ``vllm-<version>/``
+    folder) only for the answer's predictions version."""
+    gpu = per_gpu_sm(path)
+    if gpu is None:
+        return True
+    folder = predictions_version(path)
+    return gpu == sm and (folder is None or folder == predictions)
+
+
+def json_files(paths: Iterable[Path], sm: int | None = None, predictions: str | None = None) -> list[Path]:
     """The files named, and the ``*.json`` files under the folders named. Per-GPU prediction files
-    found in a folder (``sm_<N>.json``) are kept only when ``sm`` is ``N``."""
+    found in a folder (``sm_<N>.json``) are kept only when ``sm`` is ``N`` and, in a
+    ``vllm-<version>/`` folder, only when ``predictions`` is that version."""
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
-            files.extend(sorted(x for x in p.rglob("*.json") if per_gpu_sm(x) in (None, sm) and x.is_file()))
+            files.extend(sorted(x for x in p.rglob("*.json") if _wanted(x, sm, predictions) and x.is_file()))
         elif p.is_file():
             files.append(p)
         else:
@@ -178,16 +195,21 @@ def _matrix_documents(doc: dict[str, Any], f: Path) -> list[Any]:
 
 
 def load_evidence(
-    paths: Iterable[Path], only_sm: int | None = None, *, gpu_files_only: bool = False, reports: bool = True
+    paths: Iterable[Path],
+    only_sm: int | None = None,
+    *,
+    predictions: str | None = None,
+    gpu_files_only: bool = False,
+    reports: bool = True,
 ) -> LoadedEvidence:
     """All cells of all matrix / fleet / static-prediction files under ``paths`` plus the packaged
     field reports. With ``only_sm``, matrices measured on another GPU (and holding no static
     section) are skipped, and of the per-GPU prediction files only ``sm_<only_sm>.json`` is read
-    (without ``only_sm``, none). ``gpu_files_only``: only those per-GPU files (the second read,
-    once the GPU of the measured matrix is known)."""
+    (without ``only_sm``, none) — of the ``vllm-<predictions>/`` folder. ``gpu_files_only``: only
+    those per-GPU files (the second read, once the GPU and the answer's vLLM version are known)."""
     cells: list[EvidenceCell] = []
     used: list[str] = []
-    files = json_files(paths, only_sm)
+    files = json_files(paths, only_sm, predictions)
     for f in files if not gpu_files_only else [f for f in files if per_gpu_sm(f) is not None]:
         doc = _read_document(f, only_sm)
         if doc is None:

@@ -104,18 +104,44 @@ class LoadedEvidence:
 
 
 @dataclass(frozen=True)
+class Deployment:
+    """How the model is served, beyond the GPU: what vLLM's checks and the field reports depend on."""
+
+    kv_cache_dtype: str = "auto"  # vLLM's --kv-cache-dtype
+    ep: bool = False  # --enable-expert-parallel
+    dp: int = 1  # --data-parallel-size
+    speculative: str | None = None  # the --speculative-config method (mtp, eagle3, ngram …)
+
+    @property
+    def default(self) -> bool:
+        return self == Deployment()
+
+
+@dataclass(frozen=True)
 class Request:
-    """The question: this model, in this quant, at this TP (None: any), on this GPU."""
+    """The question: this model, in this quant, at this TP (None: any), on this GPU, served as
+    ``deploy`` says, with the one vLLM version the answer speaks for."""
 
     profile: ModelProfile
     quant: str
     tp: int | None
     sm: int
     name_keys: frozenset[str]
+    vllm: str | None = None
+    deploy: Deployment = field(default_factory=Deployment)
 
     @classmethod
-    def of(cls, profile: ModelProfile, quant: str, tp: int | None, sm: int) -> Request:
-        return cls(profile, quant, tp, sm, frozenset(norm(n) for n in profile.names()))
+    def of(
+        cls,
+        profile: ModelProfile,
+        quant: str,
+        tp: int | None,
+        sm: int,
+        vllm: str | None = None,
+        deploy: Deployment | None = None,
+    ) -> Request:
+        keys = frozenset(norm(n) for n in profile.names())
+        return cls(profile, quant, tp, sm, keys, vllm, deploy or Deployment())
 
     @property
     def name(self) -> str:

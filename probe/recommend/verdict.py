@@ -100,10 +100,26 @@ def oracle_step(oracle: list[EvidenceCell], backend: str, fa: int | None) -> Ste
     vllm = f"vLLM {c.vllm}" if c.vllm else "vLLM"
     if not c.ok:
         return Step("vllm_check", False, [c], f"{vllm} refuses it: {_cites(c)}")
-    stated = c.get("fa_version")
-    if fa is not None and stated is not None and stated != fa:
-        return Step("vllm_check", False, [c], f"{vllm} selects FA{stated} here, not FA{fa}")
+    if fa is not None:
+        return _fa_step(c, fa, vllm)
     return Step("vllm_check", True, [c], f"{vllm}'s own check accepts it for this model")
+
+
+def _fa_step(c: EvidenceCell, fa: int, vllm: str) -> Step:
+    """A forced FlashAttention version: vLLM picks one version by default (``fa_version``), which is
+    no refusal of the others; it refuses a forced version only for a reason its own
+    ``fa_version_unsupported_reason`` gives on this GPU (``details.fa_support``)."""
+    stated = c.get("fa_version")
+    default = f" (it picks FA{stated} by default)" if stated not in (None, fa) else ""
+    support = (c.get("details") or {}).get("fa_support")
+    why = support.get(str(fa)) if isinstance(support, dict) else None
+    if why and "unavailable due to" not in why:  # a property of the GPU, not of the predicting machine
+        return Step("vllm_check", False, [c], f"{vllm} refuses FA{fa} here: {why}")
+    if not isinstance(support, dict) and default:
+        return Step(
+            "vllm_check", True, [c], f"{vllm}'s own check accepts FLASH_ATTN{default}; FA{fa} not asked"
+        )
+    return Step("vllm_check", True, [c], f"{vllm}'s own check accepts FA{fa} for this model{default}")
 
 
 def hand_rule_step(req: Request, role: str, backend: str, flags: dict[str, Any]) -> Step:

@@ -124,3 +124,26 @@ def test_a_check_that_touched_the_gpu_is_no_refusal():
     assert needs_gpu("RuntimeError: Found no NVIDIA driver on your system.")
     assert needs_gpu("No CUDA GPUs are available")  # CUDA_VISIBLE_DEVICES emptied on a GPU box
     assert not needs_gpu("attention sinks not supported")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["v026", "v033"])
+def test_a_verdict_does_not_depend_on_the_other_targets_asked(version, fake_vllm_tree):
+    """vLLM caches capability probes per process (the fake's ``is_deep_gemm_supported`` is a
+    ``functools.cache``d check, as vLLM's is): asking sm_75 first must not decide sm_90's answer."""
+    path = [str(fake_vllm_tree(version))]
+    prof = [resolve_model("30b-a3b")]
+
+    def deep_gemm_ok(targets: tuple[str, ...], sm: int) -> bool:
+        req = plan([parse_target(t) for t in targets], prof, tps=(1,))
+        run = run_child(req, pythonpath=path, timeout_s=120)
+        m = build_matrix(req, run)
+        found = [c for c in m.cells if c.gpu_sm == sm and c.backend == "deep_gemm" and c.tp in (None, 1)]
+        assert found, [c.id for c in m.cells if c.gpu_sm == sm]
+        return found[0].outcome.value == "ok"
+
+    alone = deep_gemm_ok(("sm_90",), 90)
+    after_turing = deep_gemm_ok(("sm_75", "sm_90"), 90)
+    assert alone is True
+    assert after_turing is alone
+    assert deep_gemm_ok(("sm_90", "sm_75"), 75) is deep_gemm_ok(("sm_75",), 75) is False

@@ -1,3 +1,3 @@
 from typing import Literal
 
-MoEBackend = Literal["auto", "triton", "cutlass", "marlin"]
+MoEBackend = Literal["auto", "triton", "cutlass", "marlin", "deep_gemm"]

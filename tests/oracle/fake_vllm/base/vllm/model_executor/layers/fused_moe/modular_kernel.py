@@ -55,3 +55,15 @@ class MarlinExperts(FusedMoEExperts):
     @staticmethod
     def _supports_parallel_config(moe_config):
         return moe_config.intermediate_size_per_partition % 512 == 0
+
+
+class DeepGemmExperts(FusedMoEExperts):
+    @staticmethod
+    def _supports_current_device():
+        from vllm.utils.deep_gemm import is_deep_gemm_supported
+
+        return is_deep_gemm_supported()
+
+    @staticmethod
+    def _supports_quant_scheme(weight_key, activation_key):
+        return True

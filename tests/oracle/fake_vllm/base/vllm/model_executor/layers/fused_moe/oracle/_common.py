@@ -7,13 +7,20 @@ class Backend(enum.Enum):
     TRITON = "TRITON"
     CUTLASS = "VLLM_CUTLASS"
     MARLIN = "MARLIN"
+    DEEP_GEMM = "DEEPGEMM"
 
 
-_MAP = {"triton": Backend.TRITON, "cutlass": Backend.CUTLASS, "marlin": Backend.MARLIN}
+_MAP = {
+    "triton": Backend.TRITON,
+    "cutlass": Backend.CUTLASS,
+    "marlin": Backend.MARLIN,
+    "deep_gemm": Backend.DEEP_GEMM,
+}
 _KERNELS = {
     Backend.TRITON: [mk.TritonExperts],
     Backend.CUTLASS: [mk.CutlassExperts],
     Backend.MARLIN: [mk.MarlinExperts],
+    Backend.DEEP_GEMM: [mk.DeepGemmExperts],
 }
 
 

@@ -1,0 +1,104 @@
+"""Gathering the evidence for one question: the GPU, the one vLLM version, and the cells about both.
+
+Two reads: first the matrices that are not per-GPU prediction files (measured matrices, static
+scans) — they tell the GPU when none was asked and the vLLM of its measured matrix —, then the
+per-GPU prediction file of that GPU from the answer's predictions version
+(:mod:`.answer_version`). A static scan of another vLLM release than the answer's is left out: it
+describes another image.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from probe.catalog.gpus import parse_target
+from probe.errors import OptionError
+from probe.recommend import answer_version
+from probe.recommend.answer_version import AnswerVersion
+from probe.recommend.sources import load_evidence
+from probe.recommend.types import EvidenceCell, LoadedEvidence, Request
+from probe.versions import release_line
+
+
+@dataclass(frozen=True)
+class Gathered:
+    loaded: LoadedEvidence
+    sm: int
+    gpu_name: str
+    version: AnswerVersion
+
+
+def target_gpu(gpu: str | None, cells: list[EvidenceCell], paths: list[Path]) -> tuple[int, str]:
+    """(sm, name) of the GPU asked for, else of the one GPU the matrices were measured on."""
+    if gpu:
+        target = parse_target(gpu)
+        return target.sm, target.names[0]
+    measured = sorted({c.get("gpu_sm") for c in cells if c.evidence == "measured" and c.get("gpu_sm")})
+    if len(measured) == 1:
+        sm = measured[0]
+        name = next((c.gpu_name for c in cells if c.get("gpu_sm") == sm and c.gpu_name), None)
+        return sm, name or parse_target(str(sm)).names[0]
+    if measured:
+        raise OptionError(
+            "gpu",
+            "the matrices hold measurements for several GPUs: " + ", ".join(f"sm_{s}" for s in measured),
+            hint="pick one of them",
+        )
+    raise OptionError(
+        "gpu",
+        "no measured matrix found; say which GPU to predict for (e.g. sm_110a)",
+        hint=f"matrices searched: {', '.join(str(p) for p in paths) or '(none)'}",
+    )
+
+
+def measured_vllm(cells: list[EvidenceCell], sm: int) -> str | None:
+    """The vLLM version most of this GPU's measured cells ran with."""
+    seen = Counter(c.vllm for c in cells if c.evidence == "measured" and c.get("gpu_sm") == sm and c.vllm)
+    return seen.most_common(1)[0][0] if seen else None
+
+
+def same_image_scan(c: EvidenceCell, version: AnswerVersion) -> bool:
+    """A static-scan cell describes the answer's image only when it scanned the answer's vLLM release."""
+    if not (c.evidence == "predicted" and c.get("basis") == "elf_scan"):
+        return True
+    return version.vllm is None or c.vllm is None or release_line(c.vllm) == release_line(version.vllm)
+
+
+def gather(
+    paths: list[Path],
+    gpu: str | None,
+    *,
+    vllm: str | None = None,
+    scan: Path | None = None,
+    loaded: LoadedEvidence | None = None,
+) -> Gathered:
+    """The evidence, the GPU and the answer's vLLM version (see the module docstring). ``loaded``:
+    evidence already read (``probe diff`` passes one matrix's cells)."""
+    published = answer_version.published_predictions(paths) if loaded is None else {}
+    asked = parse_target(gpu).sm if gpu else None
+    first = loaded if loaded is not None else load_evidence(paths, asked)
+    sm, name = target_gpu(gpu, first.cells, paths)
+    version = answer_version.choose(vllm, scan, measured_vllm(first.cells, sm), published)
+    cells, files = list(first.cells), list(first.files)
+    if loaded is None and version.predictions is not None:
+        more = load_evidence(paths, sm, predictions=version.predictions, gpu_files_only=True, reports=False)
+        read = set(files)
+        cells += [c for c in more.cells if c.source not in read]
+        files += [f for f in more.files if f not in read]
+    kept = [c for c in cells if same_image_scan(c, version)]
+    return Gathered(LoadedEvidence(kept, files), sm, name, version)
+
+
+def about(cells: list[EvidenceCell], req: Request) -> list[EvidenceCell]:
+    """The cells about the asked GPU; of vLLM's own checks, only those about this model."""
+    out = []
+    for c in cells:
+        d = c.cell
+        if d.get("gpu_sm") != req.sm:
+            continue
+        if d.get("basis") == "vllm_check" and not req.is_model(d.get("model")):
+            continue
+        out.append(c)
+    return out
