@@ -155,14 +155,19 @@ _TARGET_RE = re.compile(r"^(?:sm_?|compute_?)?(\d{2,3})([af]?)$")
 _CC_RE = re.compile(r"^(\d{1,2})\.(\d)([af]?)$")
 
 
-def parse_target(text: str) -> Gpu:
+def parse_target(text: str, *, known_only: bool = False) -> Gpu:
     """Resolve ``sm_110a`` / ``sm_90`` / ``110`` / ``11.0`` / ``thor`` / ``H100`` to a catalog GPU.
 
     A target is a device; any ``a``/``f`` suffix on the name is accepted and ignored (a device is
     one compute capability). Compute capabilities missing from the catalog are allowed (a GPU the
-    catalog does not know yet), named ``sm_<N>``.
+    catalog does not know yet, e.g. for ``probe scan``), named ``sm_<N>`` — unless ``known_only``
+    (``probe recommend``: nothing is known of such a GPU), which refuses them with the closest names.
     """
     raw = text.strip()
+    if not raw:
+        raise UsageError(
+            "empty GPU name", hint=f"use a compute capability such as sm_110a; known: {_known()}"
+        )
     key = raw.lower().replace(" ", "")
     sm: int | None = None
     if m := _TARGET_RE.match(key):
@@ -173,13 +178,25 @@ def parse_target(text: str) -> Gpu:
     if sm is not None:
         if sm < 30 or sm % 10 > 9:
             raise UsageError(f"not a CUDA compute capability: {raw!r}")
-        return cat.by_sm(sm) or Gpu(sm=sm, names=(f"sm_{sm}",), note="not in probe's GPU catalog")
+        gpu = cat.by_sm(sm)
+        if gpu is None and known_only:
+            raise UsageError(f"no GPU of compute capability sm_{sm} in probe's catalog", hint=_closest(sm))
+        return gpu or Gpu(sm=sm, names=(f"sm_{sm}",), note="not in probe's GPU catalog")
     for gpu in cat.gpus:
         names = {n.lower().replace(" ", "") for n in gpu.names} | {a.lower() for a in gpu.aliases}
         if key in names:
             return gpu
-    known = ", ".join(f"sm_{g.sm}" for g in cat.gpus)
     raise UsageError(
         f"unknown GPU target {raw!r}",
-        hint=f"use a compute capability such as sm_110a or 12.0; known: {known}",
+        hint=f"use a compute capability such as sm_110a or 12.0; known: {_known()}",
     )
+
+
+def _known() -> str:
+    return ", ".join(f"sm_{g.sm}" for g in catalog().gpus)
+
+
+def _closest(sm: int) -> str:
+    """The catalog's GPUs nearest in compute capability, with their names."""
+    near = sorted(catalog().gpus, key=lambda g: (abs(g.sm - sm), g.sm))[:3]
+    return "closest: " + "; ".join(f"sm_{g.sm} ({', '.join(g.names[:2])})" for g in near)

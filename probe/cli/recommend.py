@@ -1,11 +1,20 @@
 """The vLLM flags for a model on a GPU, from the evidence (measured > predicted + field reports).
 
+One vLLM version per answer: --vllm, else the vLLM of --scan (a `probe scan --json` report of the
+image), else the vLLM installed beside this Python, else the one the GPU's matrix was measured
+with, else the newest version with published predictions. vLLM's own checks, the static scan and
+the flag spellings all come from that version (a version without published checks uses the nearest
+one's, and says so).
+
 Examples:
   probe recommend --model 122b                       (GPU of the measured matrix in matrices/)
-  probe recommend --model 35b --gpu sm_110a --json
-  probe recommend --model ./my-model/config.json --matrix matrix.json
+  probe recommend --model 35b --gpu sm_110a --vllm 0.30.0 --json
+  probe recommend --model 120b --gpu sm_100 --kv-cache-dtype fp8 --tp 2 --ep
+  probe recommend --model nano --gpu sm_121 --why-not flashinfer_cutlass
+  probe recommend --model ./my-model/config.json --matrix matrix.json --scan scan.json
 Default --matrix: $PROBE_MATRICES, else the published matrices shipped with probe (matrices/ of its source).
-Exit: 0 answered; 2 usage error (unknown model / GPU); 3 no working pair in the evidence; 6 bad matrix.
+Exit: 0 answered; 2 usage error (unknown model / GPU, bad config.json, bad flag value); 3 no working
+pair in the evidence; 6 bad matrix / scan file.
 """
 
 from __future__ import annotations
@@ -25,29 +34,36 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         choices=QUANTS,
         help="quant format (default: the profile's)",
     )
-    p.add_argument("--tp", type=int, help="only evidence at this tensor-parallel degree")
+    p.add_argument(
+        "--tp", type=_positive, help="tensor-parallel degree (default: any evidence; 1 for checks)"
+    )
+    p.add_argument("--vllm", metavar="X.Y.Z", help="the vLLM version the answer is for (default: see above)")
+    p.add_argument("--scan", metavar="SCAN.json", help="`probe scan --json` report of the image (its vLLM)")
+    p.add_argument(
+        "--kv-cache-dtype",
+        default="auto",
+        choices=("auto", "fp8", "fp8_e4m3", "fp8_e5m2"),
+        help="vLLM's --kv-cache-dtype (default: auto)",
+    )
+    p.add_argument("--ep", action="store_true", help="serve with --enable-expert-parallel")
+    p.add_argument("--dp", type=_positive, default=1, help="data-parallel size (default 1)")
+    p.add_argument(
+        "--speculative",
+        metavar="METHOD",
+        help="speculative decoding method of --speculative-config (mtp, eagle3, ngram, …)",
+    )
+    p.add_argument("--why-not", metavar="BACKEND", help="print the evidence against one backend")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-RULED_OUT_SHOWN = 8
-
-
-def _ruled_out_digest(ruled: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """At most RULED_OUT_SHOWN ruled-out cells for the text view: field reports and crashes first,
-    then one cell per distinct root cause (a measured matrix refuses the same value at every shape)."""
-    rank = {"reported": 0, "measured": 1}
-    order = sorted(
-        ruled,
-        key=lambda e: (rank.get(e.get("source", ""), 2), e.get("outcome") == "unsupported", e.get("id", "")),
-    )
-    seen: set[str] = set()
-    first: list[dict[str, Any]] = []
-    rest: list[dict[str, Any]] = []
-    for e in order:
-        key = str(e.get("root_cause") or e.get("outcome"))
-        (rest if key in seen else first).append(e)
-        seen.add(key)
-    return (first + rest)[:RULED_OUT_SHOWN]
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a positive size")
+    return value
 
 
 def _pair_label(ru: dict[str, Any]) -> str:
@@ -61,31 +77,52 @@ def _pair_label(ru: dict[str, Any]) -> str:
 
 def execute(args: argparse.Namespace) -> int:
     import json
-    import shlex
     from pathlib import Path
 
     from probe.errors import EXIT_NOTHING_TO_COMPARE
     from probe.recommend.recommender import recommend
+    from probe.recommend.types import Deployment
 
+    kv = "fp8" if args.kv_cache_dtype.startswith("fp8") else args.kv_cache_dtype
     rec = recommend(
         args.model,
         matrices=[Path(m) for m in args.matrix] if args.matrix else None,
         gpu=args.gpu,
         quant=args.quant,
         tp=args.tp,
+        vllm=args.vllm,
+        scan=Path(args.scan) if args.scan else None,
+        deploy=Deployment(kv_cache_dtype=kv, ep=args.ep, dp=args.dp, speculative=args.speculative),
+        why_not=args.why_not,
     )
     r = rec.to_dict()
     found = rec.found
     if args.json:
         print(json.dumps(r, indent=1))
         return 0 if found else EXIT_NOTHING_TO_COMPARE
-    words = {
-        "measured": "measured on this GPU",
-        "measured+predicted": "measured on this GPU + predictions",
-        "predicted+reported": "vLLM's own checks, static predictions + field reports",
-    }
-    basis = words.get(r["basis"], r["basis"])
-    print(f"{r['model']} ({r['quant']}) on {r['gpu']} ({r['gpu_name']}) — evidence: {basis}")
+    if args.why_not:
+        what = f"{r['model']} ({r['quant']}) on {r['gpu']}, vLLM {r['flags_for_vllm']}"
+        print(f"why not {args.why_not} for {what}:")
+        for line in r["why_not"]:
+            print(f"  - {line}")
+        return 0
+    _print_answer(r, found)
+    return 0 if found else EXIT_NOTHING_TO_COMPARE
+
+
+_WORDS = {
+    "measured": "measured on this GPU",
+    "measured+predicted": "measured on this GPU + predictions",
+    "predicted+reported": "vLLM's own checks, static predictions + field reports",
+}
+
+
+def _print_answer(r: dict[str, Any], found: bool) -> None:
+    import shlex
+
+    basis = _WORDS.get(r["basis"], r["basis"])
+    where = f"{r['gpu']} ({r['gpu_name']}), vLLM {r['flags_for_vllm']}"
+    print(f"{r['model']} ({r['quant']}) on {where} — evidence: {basis}")
     for n in r["notes"]:
         print(f"note: {n}")
     for role, h in r["halves"].items():
@@ -94,32 +131,51 @@ def execute(args: argparse.Namespace) -> int:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in r["env"].items())
         print("\n  " + (env + " " if env else "") + "vllm serve <model> " + shlex.join(r["flags"]))
         print(f"  (flags spelled for vLLM {r['flags_for_vllm']}{'' if r['vllm_version'] else ', assumed'})\n")
+        _print_needs(r)
         print("why:")
-        ruled = [e for e in r["evidence"] if e["role"] == "ruled_out"]
-        shown = [e for e in r["evidence"] if e["role"] != "ruled_out"] + _ruled_out_digest(ruled)
-        for e in shown:
+        for e in (e for e in r["evidence"] if e["role"] != "ruled_out"):
             cite = f" — {e['citation']}" if e.get("citation") else ""
             cause = f" ({e['root_cause']})" if e.get("root_cause") else ""
             note = f" [{e['note']}]" if e.get("note") else ""
             print(f"  {e['role']:10} {e['outcome']:15} [{e['source']}] {e['id']}{cause}{note}{cite}")
-        if len(ruled) > RULED_OUT_SHOWN:
-            print(f"  … and {len(ruled) - RULED_OUT_SHOWN} more ruled-out cells (--json lists them all)")
-        if r["speed"]:
-            s = r["speed"]
-            print(
-                f"  {s['ratio']:.2f}x vs the runner-up {_pair_label(r['runner_up'])} "
-                f"({s['metric']}: {s['best']:g} vs {s['runner_up']:g})"
-            )
-        elif r["runner_up"]:
-            print(f"  runner-up: {_pair_label(r['runner_up'])} (no timings to compare)")
+        _print_comparison(r)
     else:
         for e in r["evidence"]:
             where = f" [{e['note']}]" if e.get("note") else ""
             print(
                 f"  {e['role']:10} {e['outcome']:15} [{e['source']}] {e['id']}: {e.get('root_cause')}{where}"
             )
+    _print_ruled_out(r["ruled_out"])
     if r["warnings"]:
         print("warnings:")
         for w in r["warnings"]:
             print(f"  - {w}")
-    return 0 if found else EXIT_NOTHING_TO_COMPARE
+
+
+def _print_needs(r: dict[str, Any]) -> None:
+    if r["needs"]:
+        print("needs:")
+        for n in r["needs"]:
+            print(f"  - {n}")
+
+
+def _print_comparison(r: dict[str, Any]) -> None:
+    if r["speed"]:
+        s = r["speed"]
+        print(
+            f"  {s['ratio']:.2f}x vs the runner-up {_pair_label(r['runner_up'])} "
+            f"({s['metric']}: {s['best']:g} vs {s['runner_up']:g})"
+        )
+    elif r["runner_up"]:
+        print(f"  runner-up: {_pair_label(r['runner_up'])} (no timings to compare)")
+
+
+def _print_ruled_out(ruled: list[dict[str, Any]]) -> None:
+    """One line per backend ruled out, with the strongest reason and where to read more."""
+    if not ruled:
+        return
+    print("ruled out:")
+    for x in ruled:
+        name = x["backend"] + (f" (FA{x['fa_version']})" if x.get("fa_version") else "")
+        link = f" [{x['link']}]" if x.get("link") else ""
+        print(f"  {x['role']:9} {name:28} {x['source']:10} {x['outcome']}: {x['reason'][:140]}{link}")

@@ -32,8 +32,8 @@ class Gathered:
 
 def target_gpu(gpu: str | None, cells: list[EvidenceCell], paths: list[Path]) -> tuple[int, str]:
     """(sm, name) of the GPU asked for, else of the one GPU the matrices were measured on."""
-    if gpu:
-        target = parse_target(gpu)
+    if gpu is not None:
+        target = parse_target(gpu, known_only=True)
         return target.sm, target.names[0]
     measured = sorted({c.get("gpu_sm") for c in cells if c.evidence == "measured" and c.get("gpu_sm")})
     if len(measured) == 1:
@@ -77,7 +77,7 @@ def gather(
     """The evidence, the GPU and the answer's vLLM version (see the module docstring). ``loaded``:
     evidence already read (``probe diff`` passes one matrix's cells)."""
     published = answer_version.published_predictions(paths) if loaded is None else {}
-    asked = parse_target(gpu).sm if gpu else None
+    asked = parse_target(gpu, known_only=True).sm if gpu is not None else None
     first = loaded if loaded is not None else load_evidence(paths, asked)
     sm, name = target_gpu(gpu, first.cells, paths)
     version = answer_version.choose(vllm, scan, measured_vllm(first.cells, sm), published)

@@ -19,13 +19,12 @@ from typing import TYPE_CHECKING, Any
 from probe.catalog import models as catalog_models
 from probe.catalog.profile import ModelProfile
 from probe.errors import UsageError
-from probe.recommend import cautions, halves, reports, select, verdict
+from probe.recommend import cautions, explain, halves, reports, select, verdict
 from probe.recommend.flags import engine_arg_flags, flags_data, spell_flags
 from probe.recommend.gather import about, gather
 from probe.recommend.halves import Half
 from probe.recommend.sources import default_matrix_paths
 from probe.recommend.types import (
-    Choice,
     Deployment,
     EvidenceCell,
     LoadedEvidence,
@@ -37,7 +36,7 @@ from probe.recommend.types import (
 )
 
 if TYPE_CHECKING:
-    from probe.recommend.types import EvidenceEntry, HalfBasis, RunnerUp, Speed
+    pass
 
 
 def model_profile(model: str, quant: str | None) -> ModelProfile:
@@ -52,67 +51,6 @@ def model_profile(model: str, quant: str | None) -> ModelProfile:
         )
     prof, named_quant = hit if hit is not None else (catalog_models.resolve_model(model), None)
     return replace(prof, quant=quant or named_quant or prof.quant)
-
-
-def cited(c: EvidenceCell, role: str, note: str | None = None) -> EvidenceEntry:
-    """A cell as the answer cites it (``note``: how it reaches this model)."""
-    return {
-        "role": role,
-        "id": c.cell["id"],
-        "outcome": c.cell["outcome"],
-        "source": c.evidence,
-        "file": c.source,
-        "citation": c.get("citation"),
-        "root_cause": c.get("root_cause"),
-        "degraded": bool(c.get("degraded")),
-        "timings": c.get("timings") or {},
-        "note": note,
-    }
-
-
-def _where(c: EvidenceCell) -> str | None:
-    """vLLM's file:line of an oracle refusal."""
-    d = c.get("details") or {}
-    return f"{d['file']}:{d['line']}" if c.get("basis") == "vllm_check" and d.get("file") else None
-
-
-def _note(c: EvidenceCell, req: Request, chosen: dict[str, Choice]) -> str | None:
-    if c.evidence == "reported":
-        return reports.scope(c, req)
-    choice = chosen.get("attention" if c.kind == "attention" else "moe")
-    if choice is not None and c in choice.ok_cells and choice.note:
-        return choice.note
-    return _where(c)
-
-
-def _cited_evidence(
-    best: Pair, req: Request, ruled: list[EvidenceCell], chosen: dict[str, Choice]
-) -> list[EvidenceEntry]:
-    """The chosen cells, then the failures of other backends that ruled them out."""
-    roles = {"moe": "moe", "attention": "attention"}
-    ev = [cited(c, roles.get(c.kind, "engine"), _note(c, req, chosen)) for c in best.cells]
-    return ev + [cited(c, "ruled_out", _note(c, req, chosen)) for c in ruled if c not in best.cells]
-
-
-def _comparison(best: Pair, runner: Pair | None) -> tuple[RunnerUp | None, Speed | None]:
-    if runner is None:
-        return None, None
-    label: RunnerUp = {
-        "moe_backend": runner.moe,
-        "attention_backend": runner.attn,
-        "fa_version": runner.fa,
-        "engine_args": runner.args,
-    }
-    if best.score is None or runner.score is None or best.metric != runner.metric:
-        return label, None
-    ratio = (best.score / runner.score) if best.higher_better else (runner.score / best.score)
-    speed: Speed = {
-        "metric": best.metric,
-        "best": best.score,
-        "runner_up": runner.score,
-        "ratio": round(ratio, 3),
-    }
-    return label, speed
 
 
 def _engine_pairs(rel: select.Relevant, req: Request, basis: str, warnings: list[str]) -> list[Pair]:
@@ -145,44 +83,6 @@ def _gpu_count_warnings(best: Pair, req: Request) -> list[str]:
     ]
 
 
-def _chosen(best: Pair, moe: Half | None, attn: Half | None) -> dict[str, Choice]:
-    out: dict[str, Choice] = {}
-    m = next((c for c in moe.choices if c.backend == best.moe), None) if moe else None
-    a = (
-        next((c for c in attn.choices if (c.backend, c.fa_version) == (best.attn, best.fa)), None)
-        if attn
-        else None
-    )
-    if m is not None:
-        out["moe"] = m
-    if a is not None:
-        out["attention"] = a
-    return out
-
-
-def _halves(best: Pair, chosen: dict[str, Choice]) -> dict[str, HalfBasis]:
-    """Each half's basis, in words: the rung of the ladder its backend came from."""
-    if not chosen:  # an engine run: both halves seen together
-        ev = "measured" if any(c.evidence == "measured" for c in best.cells) else "reported"
-        text = f"{ev} end to end (engine run of this model)"
-        both: dict[str, HalfBasis] = {"attention": {"backend": best.attn, "basis": ev, "text": text}}
-        if best.moe:
-            both["moe"] = {"backend": best.moe, "basis": ev, "text": text}
-        return both
-    words = {"measured": "measured at this model's shape"}
-    return {
-        role: {"backend": c.backend, "basis": c.basis, "text": c.note or words.get(c.basis, c.basis)}
-        for role, c in chosen.items()
-    }
-
-
-def _overall(halves: dict[str, HalfBasis]) -> str:
-    kinds = {h["basis"].split("_")[0] for h in halves.values()}
-    if kinds == {"measured"}:
-        return "measured"
-    return "measured+predicted" if "measured" in kinds else "predicted+reported"
-
-
 @dataclass(frozen=True)
 class _Ladder:
     moe: Half | None
@@ -207,9 +107,9 @@ def _answer(
     if not vllm:
         warnings.append(f"no vLLM version known; flags are spelled for vLLM {fd['latest_known']}")
     args, env, flag_warnings = spell_flags(best.moe, best.attn, best.fa, req.quant, vllm)
-    runner, speed = _comparison(best, select.runner_up(pairs))
-    chosen = _chosen(best, ladder.moe, ladder.attn)
-    halves = _halves(best, chosen)
+    runner, speed = explain.comparison(best, select.runner_up(pairs))
+    chosen = explain.chosen_choices(best, ladder.moe, ladder.attn)
+    halves = explain.halves_basis(best, chosen)
     warnings += flag_warnings + cautions.predictions_and_reports(mine, best, req)
     warnings += cautions.disagreeing_reports(mine, best, ladder.ruled, req)
     warnings += (
@@ -217,21 +117,54 @@ def _answer(
         + cautions.degraded(best)
         + _gpu_count_warnings(best, req)
     )
+    ruled_out = explain.ruled_out_backends(ladder.ruled, _chosen_keys(best))
+    roles = {"moe": best.moe, "attention": best.attn}
+    picks = _auto_picks(req, mine)
+    warnings += explain.departures(picks, roles, ruled_out, _rank_reasons(pairs, picks, prefs))
+    for role, h in halves.items():
+        if picks.get(role) and picks[role] == h["backend"]:
+            h["text"] += f"; vLLM {req.vllm or ''}'s own pick for this model here".replace(" 's", "'s")
     return replace(
         base,
-        basis=_overall(halves),
+        basis=explain.overall(halves),
         moe_backend=best.moe,
         attention_backend=best.attn,
         fa_version=best.fa,
         engine_args=best.args,
         flags=args + engine_arg_flags(best.args),
         env=env,
-        evidence=_cited_evidence(best, req, ladder.ruled, chosen),
+        evidence=explain.cited_evidence(best, req, ladder.ruled, chosen),
+        ruled_out=ruled_out,
         speed=speed,
         runner_up=runner,
         halves=halves,
         warnings=list(dict.fromkeys(warnings)),
     )
+
+
+def _rank_reasons(
+    pairs: list[Pair], picks: dict[str, str | None], prefs: select.Preferences
+) -> dict[str, str]:
+    """Per role: why the best pair using vLLM's own pick ranked below the answer."""
+    out: dict[str, str] = {}
+    for role, pick in picks.items():
+        mine = [p for p in pairs if (p.moe if role == "moe" else p.attn) == pick]
+        if pick and mine and mine[0] is not pairs[0]:
+            out[role] = select.rank_reason(pairs[0], mine[0], prefs)
+    return out
+
+
+def _auto_picks(req: Request, mine: list[EvidenceCell]) -> dict[str, str | None]:
+    """What vLLM's own ``auto`` picks for this model on this GPU, per half (the oracle's cells)."""
+    picks = {"attention": verdict.auto_pick(verdict.oracle_cells(mine, req, "attention"))}
+    if req.experts:
+        picks["moe"] = verdict.auto_pick(verdict.oracle_cells(mine, req, "moe"))
+    return picks
+
+
+def _chosen_keys(best: Pair) -> set[tuple[str, str]]:
+    keys = {("attention", best.attn), ("engine", f"{best.moe or 'auto'}+{best.attn}")}
+    return keys | ({("moe", best.moe)} if best.moe else set())
 
 
 def _preferences(fd: dict[str, Any], req: Request, mine: list[EvidenceCell]) -> select.Preferences:
@@ -251,7 +184,7 @@ def _nothing_works(
 ) -> Recommendation:
     """Exit 3: no backend works for a half, with the evidence that ruled each one out."""
     failed = ladder.ruled
-    evidence = [cited(c, "failed", _where(c) or reports.scope(c, req)) for c in failed][:40]
+    evidence = [explain.cited(c, "failed", explain.where(c) or reports.scope(c, req)) for c in failed][:40]
     empty = [h.role for h in (ladder.moe, ladder.attn) if h is not None and not h.choices]
     what = " and ".join(f"no working {r} backend" for r in empty) or "no working pair"
     text = (
@@ -259,7 +192,8 @@ def _nothing_works(
         if rel.all or failed
         else cautions.nothing_works(rel, req)
     )
-    return replace(base, evidence=evidence, warnings=[*warnings, text])
+    ruled_out = explain.ruled_out_backends(failed, set())
+    return replace(base, evidence=evidence, ruled_out=ruled_out, warnings=[*warnings, text])
 
 
 def recommend(
@@ -273,6 +207,7 @@ def recommend(
     vllm: str | None = None,
     scan: Path | None = None,
     deploy: Deployment | None = None,
+    why_not: str | None = None,
 ) -> Recommendation:
     """The recommendation for ``model`` on ``gpu`` (default: the GPU the matrices were measured on),
     for one vLLM version (``vllm``, else the one of ``scan``, the installed one, the measured one, the
@@ -281,6 +216,32 @@ def recommend(
     ``loaded``: evidence already read (``probe diff`` passes one matrix's cells); else the matrix
     files under ``matrices`` (default :func:`default_matrix_paths`) plus the packaged field reports.
     """
+    rec = _recommend(model, matrices, gpu, quant, tp, loaded, vllm, scan, deploy)
+    if why_not:
+        rec = replace(rec, why_not=_why_not(why_not, rec))
+    return rec
+
+
+def _why_not(backend: str, rec: Recommendation) -> list[str]:
+    role = "attention" if backend.isupper() else "moe"
+    chosen = {"moe": rec.moe_backend, "attention": rec.attention_backend}
+    notes = [w for w in rec.warnings if backend in w]
+    half = rec.halves.get(role)
+    ranking = half["text"] if half else None
+    return explain.why_not(backend, role, chosen, rec.ruled_out, notes, ranking)
+
+
+def _recommend(
+    model: str,
+    matrices: list[Path] | None,
+    gpu: str | None,
+    quant: str | None,
+    tp: int | None,
+    loaded: LoadedEvidence | None,
+    vllm: str | None,
+    scan: Path | None,
+    deploy: Deployment | None,
+) -> Recommendation:
     prof = model_profile(model, quant)
     paths = matrices if matrices is not None else default_matrix_paths()
     got = gather(paths, gpu, vllm=vllm, scan=scan, loaded=loaded)

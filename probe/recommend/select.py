@@ -17,6 +17,7 @@ from probe.recommend.types import (
     Request,
     args_key,
 )
+from probe.recommend.verdict import deploy_fits
 
 KERNEL_METRIC = (
     "estimated decode ms per token (moe forward_ms_b1 x MoE layers + attention decode_ms x attention layers)"
@@ -63,8 +64,10 @@ def moe_relevant(c: EvidenceCell, req: Request, flags: dict[str, Any]) -> bool:
         return False
     if c.get("model") and not req.is_model(c.get("model")):
         return False
-    if c.get("basis") == "vllm_check":  # vLLM's own check, for this model: its quant and TP
-        return c.get("quant") == req.quant and c.get("tp") in (None, req.tp or 1)
+    if c.get("basis") == "vllm_check":  # vLLM's own check, for this model: its quant, TP, deployment
+        return (
+            c.get("quant") == req.quant and c.get("tp") in (None, req.tp or 1) and deploy_fits(c, req, "moe")
+        )
     if c.evidence == "predicted":
         return _predicted_moe_relevant(c, req, flags)
     if not _quant_ok(c.get("quant"), req.quant):
@@ -90,7 +93,7 @@ def attention_relevant(c: EvidenceCell, req: Request) -> bool:
     if c.get("applies"):
         return reports.relevant(c, req)
     if c.get("basis") == "vllm_check":
-        return req.is_model(c.get("model"))
+        return req.is_model(c.get("model")) and deploy_fits(c, req, "attention")
     backend = str(c.get("attention_backend") or c.get("backend") or "")
     if ("MLA" in backend.upper()) != req.mla:
         return False
@@ -277,9 +280,10 @@ def pair_rank(p: Pair, prefs: Preferences) -> PairRank:
         per_role[_role(c)] = max(per_role.get(_role(c), 0), EVIDENCE_RANK[c.evidence])
     best_cells = [c for c in p.cells if EVIDENCE_RANK[c.evidence] >= per_role[_role(c)]]
     s = p.score if p.score is not None else 0.0
-    # only a run that was degraded counts against a pair; a prediction that a backend compiles at first
-    # use is a fact of the image, said in the answer, never a blanket penalty
-    degraded_run = any(c.get("degraded") and c.evidence == "measured" for c in best_cells)
+    # only a run (measured here, or in a field report) that was degraded counts against a pair; a
+    # prediction that a backend compiles at first use is a fact of the image, said in the answer,
+    # never a blanket penalty
+    degraded_run = any(c.get("degraded") and c.evidence in ("measured", "reported") for c in best_cells)
     return PairRank(
         last_resort=1 if p.moe in prefs.last_resort else 0,
         evidence=-min(per_role.values(), default=0),
@@ -302,3 +306,21 @@ def runner_up(pairs: list[Pair]) -> Pair | None:
         if (p.moe != best.moe) if moe_only else (p.key != best.key):
             return p
     return None
+
+
+def rank_reason(best: Pair, other: Pair, prefs: Preferences) -> str:
+    """Why ``other`` ranks below ``best``, in words (the first field of the rank that differs)."""
+    a, b = pair_rank(best, prefs), pair_rank(other, prefs)
+    if b.last_resort > a.last_resort:
+        return "vLLM only falls back to it"
+    if b.evidence > a.evidence:
+        return "its evidence is weaker (" + ", ".join(sorted({c.evidence for c in other.cells})) + ")"
+    if b.clean > a.clean:
+        runs = [c for c in other.cells if c.get("degraded") and c.evidence in ("measured", "reported")]
+        why = [r for c in runs for r in (c.get("degraded_reasons") or ["degraded"])]
+        return "a run of it was degraded: " + "; ".join(dict.fromkeys(why))[:200]
+    if b.unscored > a.unscored:
+        return "it has no timings to compare"
+    if b.score != a.score and best.score is not None and other.score is not None:
+        return f"slower ({best.metric}: {other.score:g} vs {best.score:g})"
+    return "vLLM's own order puts it later"

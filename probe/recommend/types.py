@@ -40,6 +40,16 @@ if TYPE_CHECKING:  # JSON shapes of the answer: for the type checker only (no cl
         runner_up: float
         ratio: float
 
+    class RuledOut(TypedDict):
+        role: str
+        backend: str
+        fa_version: int | None
+        outcome: str
+        reason: str
+        source: str  # measured / reported / vllm_check / elf_scan
+        vllm: str | None
+        link: str | None
+
     class RunnerUp(TypedDict):
         moe_backend: str | None
         attention_backend: str
@@ -256,6 +266,9 @@ class Recommendation:
     halves: dict[str, HalfBasis] = field(
         default_factory=dict
     )  # 'moe' / 'attention' -> the chosen backend's evidence basis
+    ruled_out: list[RuledOut] = field(default_factory=list)  # one per backend, with the reason
+    needs: list[str] = field(default_factory=list)  # what the answer needs to work (packages, engine args)
+    why_not: list[str] = field(default_factory=list)  # --why-not BACKEND: the evidence against it
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     matrices: list[str] = field(default_factory=list)

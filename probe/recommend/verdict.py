@@ -79,14 +79,24 @@ def _tp_fits(c: EvidenceCell, req: Request) -> bool:
     return c.get("tp") in (None, req.tp or 1)
 
 
+def deploy_fits(c: EvidenceCell, req: Request, role: str) -> bool:
+    """An oracle cell asked for the request's deployment: the KV-cache dtype (attention), expert and
+    data parallelism (MoE). Cells without these parameters were asked with vLLM's defaults."""
+    p = c.get("params") or {}
+    if role == "attention":
+        return str(p.get("kv_cache_dtype") or "auto") == req.deploy.kv_cache_dtype
+    return bool(p.get("ep")) == req.deploy.ep and int(p.get("dp") or 1) == req.deploy.dp
+
+
 def oracle_cells(mine: list[EvidenceCell], req: Request, role: str) -> list[EvidenceCell]:
-    """The oracle's cells for this model, quant (MoE) and TP on this GPU, ``auto`` included."""
+    """The oracle's cells for this model, quant (MoE), TP and deployment on this GPU, ``auto`` included."""
     return [
         c
         for c in mine
         if is_oracle(c)
         and c.kind == role
         and req.is_model(c.get("model"))
+        and deploy_fits(c, req, role)
         and (role == "attention" or (c.get("quant") == req.quant and _tp_fits(c, req)))
     ]
 

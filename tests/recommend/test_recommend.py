@@ -241,13 +241,22 @@ def test_runner_up_label_names_fa_version_and_engine_args():
     assert got == "- + TRITON_ATTN, gdn_prefill_backend=triton"
 
 
-def test_text_view_digests_ruled_out_cells(probe_cli):
-    """The published H200 matrix rules out ~50 cells for 122b; the text shows one per distinct cause."""
+def test_text_view_lists_each_ruled_out_backend_once_with_its_reason(probe_cli):
+    """The published H200 matrix rules out ~50 cells for 122b; the text names each backend once, with the
+    strongest reason and where it was read (JSON: ``ruled_out``, and every cell in ``evidence``)."""
     r = probe_cli("recommend", "--model", "122b", "--matrix", str(ROOT / "matrices" / "measured"))
     assert r.returncode == 0, r.stderr
-    ruled = [line for line in r.stdout.splitlines() if line.startswith("  ruled_out")]
-    assert 0 < len(ruled) <= 8 and "more ruled-out cells (--json lists them all)" in r.stdout
-    assert any("No module named 'flashinfer'" in line for line in ruled)  # the failed engine run
+    lines = r.stdout.splitlines()
+    section = lines[lines.index("ruled out:") + 1 :]
+    ruled = section[: next((i for i, line in enumerate(section) if not line.startswith("  ")), len(section))]
+    backends = [line.split()[:2] for line in ruled]
+    assert ruled and len(backends) == len({tuple(b) for b in backends})  # one line per backend
+    assert any("No module named 'flashinfer'" in line and line.split()[0] == "engine" for line in ruled)
+    assert all("[" in line and line.rstrip().endswith("]") for line in ruled)  # each says where from
     assert "--gdn-prefill-backend triton" in r.stdout
-    j = probe_cli("recommend", "--model", "122b", "--matrix", str(ROOT / "matrices" / "measured"), "--json")
-    assert sum(e["role"] == "ruled_out" for e in json.loads(j.stdout)["evidence"]) > len(ruled)
+    j = json.loads(probe_cli("recommend", "--model", "122b", "--matrix", str(ROOT / "matrices" / "measured"),
+                             "--json").stdout)  # fmt: skip
+    assert len(j["ruled_out"]) == len(ruled)
+    assert sum(e["role"] == "ruled_out" for e in j["evidence"]) > len(ruled)
+
+

@@ -1,0 +1,210 @@
+"""How the answer explains itself: the cells it cites, each half's basis, the runner-up, every backend it
+ruled out with the reason (one line per backend), and ``--why-not`` for one backend."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from probe.recommend import reports
+from probe.recommend.halves import Half
+from probe.recommend.types import Choice, EvidenceCell, Pair, Request
+
+if TYPE_CHECKING:
+    from probe.recommend.types import EvidenceEntry, HalfBasis, RuledOut, RunnerUp, Speed
+
+
+def cited(c: EvidenceCell, role: str, note: str | None = None) -> EvidenceEntry:
+    """A cell as the answer cites it (``note``: how it reaches this model)."""
+    return {
+        "role": role,
+        "id": c.cell["id"],
+        "outcome": c.cell["outcome"],
+        "source": c.evidence,
+        "file": c.source,
+        "citation": c.get("citation"),
+        "root_cause": c.get("root_cause"),
+        "degraded": bool(c.get("degraded")),
+        "timings": c.get("timings") or {},
+        "note": note,
+    }
+
+
+def where(c: EvidenceCell) -> str | None:
+    """vLLM's file:line of an oracle refusal."""
+    d = c.get("details") or {}
+    return f"{d['file']}:{d['line']}" if c.get("basis") == "vllm_check" and d.get("file") else None
+
+
+def note(c: EvidenceCell, req: Request, chosen: dict[str, Choice]) -> str | None:
+    if c.evidence == "reported":
+        return reports.scope(c, req)
+    choice = chosen.get("attention" if c.kind == "attention" else "moe")
+    if choice is not None and c in choice.ok_cells and choice.note:
+        return choice.note
+    return where(c)
+
+
+def cited_evidence(
+    best: Pair, req: Request, ruled: list[EvidenceCell], chosen: dict[str, Choice]
+) -> list[EvidenceEntry]:
+    """The chosen cells, then the failures of other backends that ruled them out."""
+    roles = {"moe": "moe", "attention": "attention"}
+    ev = [cited(c, roles.get(c.kind, "engine"), note(c, req, chosen)) for c in best.cells]
+    return ev + [cited(c, "ruled_out", note(c, req, chosen)) for c in ruled if c not in best.cells]
+
+
+def comparison(best: Pair, runner: Pair | None) -> tuple[RunnerUp | None, Speed | None]:
+    if runner is None:
+        return None, None
+    label: RunnerUp = {
+        "moe_backend": runner.moe,
+        "attention_backend": runner.attn,
+        "fa_version": runner.fa,
+        "engine_args": runner.args,
+    }
+    if best.score is None or runner.score is None or best.metric != runner.metric:
+        return label, None
+    ratio = (best.score / runner.score) if best.higher_better else (runner.score / best.score)
+    speed: Speed = {
+        "metric": best.metric,
+        "best": best.score,
+        "runner_up": runner.score,
+        "ratio": round(ratio, 3),
+    }
+    return label, speed
+
+
+def chosen_choices(best: Pair, moe: Half | None, attn: Half | None) -> dict[str, Choice]:
+    out: dict[str, Choice] = {}
+    m = next((c for c in moe.choices if c.backend == best.moe), None) if moe else None
+    a = (
+        next((c for c in attn.choices if (c.backend, c.fa_version) == (best.attn, best.fa)), None)
+        if attn
+        else None
+    )
+    if m is not None:
+        out["moe"] = m
+    if a is not None:
+        out["attention"] = a
+    return out
+
+
+def halves_basis(best: Pair, chosen: dict[str, Choice]) -> dict[str, HalfBasis]:
+    """Each half's basis, in words: the rung of the ladder its backend came from."""
+    if not chosen:  # an engine run: both halves seen together
+        ev = "measured" if any(c.evidence == "measured" for c in best.cells) else "reported"
+        text = f"{ev} end to end (engine run of this model)"
+        both: dict[str, HalfBasis] = {"attention": {"backend": best.attn, "basis": ev, "text": text}}
+        if best.moe:
+            both["moe"] = {"backend": best.moe, "basis": ev, "text": text}
+        return both
+    words = {"measured": "measured at this model's shape"}
+    return {
+        role: {"backend": c.backend, "basis": c.basis, "text": c.note or words.get(c.basis, c.basis)}
+        for role, c in chosen.items()
+    }
+
+
+def overall(halves: dict[str, HalfBasis]) -> str:
+    kinds = {h["basis"].split("_")[0] for h in halves.values()}
+    if kinds == {"measured"}:
+        return "measured"
+    return "measured+predicted" if "measured" in kinds else "predicted+reported"
+
+
+_SOURCE_RANK = {"measured": 0, "reported": 1, "predicted": 2}
+
+
+def _backend_of(c: EvidenceCell) -> tuple[str, str, int | None]:
+    """(role, backend, FA version) a ruled-out cell speaks of (an engine run: its MoE backend when it
+    names no attention backend, else its pair)."""
+    if c.kind == "attention":
+        return "attention", str(c.get("attention_backend") or c.get("backend")), c.get("fa_version")
+    if c.kind == "engine":
+        moe, attn = c.get("moe_backend"), c.get("attention_backend")
+        if attn:
+            return "engine", f"{moe or 'auto'}+{attn}", c.get("fa_version")
+        return "moe", str(moe), None
+    return "moe", str(c.get("moe_backend") or c.get("backend")), None
+
+
+def _link(c: EvidenceCell) -> str | None:
+    if c.evidence == "reported":
+        return c.get("citation")
+    return where(c) or (c.source if c.evidence == "measured" else None)
+
+
+def ruled_out_backends(ruled: list[EvidenceCell], chosen: set[tuple[str, str]]) -> list[RuledOut]:
+    """One line per backend the answer ruled out, with its strongest reason (a measurement, then a
+    field report, then vLLM's check or the ELF scan) and where to read more."""
+    best: dict[tuple[str, str, int | None], EvidenceCell] = {}
+    for c in ruled:
+        key = _backend_of(c)
+        if (key[0], key[1]) in chosen or key[1] in ("None", "auto", ""):
+            continue
+        have = best.get(key)
+        if have is None or _SOURCE_RANK[c.evidence] < _SOURCE_RANK[have.evidence]:
+            best[key] = c
+    out: list[RuledOut] = []
+    for (role, backend, fa), c in sorted(best.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2] or 0)):
+        basis = c.get("basis") or c.evidence
+        out.append(
+            {
+                "role": role,
+                "backend": backend,
+                "fa_version": fa,
+                "outcome": str(c.get("outcome")),
+                "reason": str(c.get("root_cause") or c.get("outcome"))[:300],
+                "source": "vllm_check"
+                if basis == "vllm_check"
+                else c.evidence
+                if basis != "elf_scan"
+                else basis,
+                "vllm": c.vllm,
+                "link": _link(c),
+            }
+        )
+    return out
+
+
+def departures(
+    picks: dict[str, str | None], chosen: dict[str, str | None], ruled: list[RuledOut], ranked: dict[str, str]
+) -> list[str]:
+    """Why the answer departs from what vLLM's own ``auto`` picks for this model on this GPU: a reason
+    from the evidence, always printed (never a silent preference). ``ranked``: per role, why the pick's
+    best pair ranked lower (:func:`probe.recommend.select.rank_reason`)."""
+    out: list[str] = []
+    for role, pick in picks.items():
+        got = chosen.get(role)
+        if not pick or not got or pick == got:
+            continue
+        against = next((r for r in ruled if r["role"] == role and r["backend"] == pick), None)
+        if against is not None:
+            why = f"ruled out ({against['source']}): {against['reason'][:200]}"
+        else:
+            why = ranked.get(role) or f"{pick} has no evidence of working here that {got} has"
+        out.append(f"vLLM's own pick for the {role} half here is {pick}, not {got}: {why}")
+    return out
+
+
+def why_not(
+    backend: str,
+    role: str,
+    chosen: dict[str, str | None],
+    ruled: list[RuledOut],
+    notes: list[str],
+    ranking: str | None = None,
+) -> list[str]:
+    """The evidence against one backend, in words: what ruled it out, else why it was not chosen, else
+    "nothing against it"."""
+    if chosen.get(role) == backend:
+        return [f"{backend} is the answer's {role} backend"]
+    against = [r for r in ruled if r["backend"] == backend]
+    if against:
+        return [
+            f"{r['source']}: {r['outcome']}: {r['reason']}" + (f" [{r['link']}]" if r.get("link") else "")
+            for r in against
+        ]
+    first = chosen.get(role)
+    ranked = f"; the answer's {role} backend {first} ranks first: {ranking}" if first and ranking else ""
+    return [f"nothing against it: {backend} is not ruled out{ranked}", *notes]
