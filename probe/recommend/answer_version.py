@@ -62,23 +62,36 @@ def installed_vllm() -> str | None:
     return sorted(names)[-1][len("vllm-") : -len(".dist-info")] if names else None
 
 
-def scanned_vllm(path: Path) -> str | None:
-    """The vLLM version a ``probe scan --json`` report saw (``package_version`` of a vllm file, else an
-    image environment's ``vllm`` distribution)."""
+@dataclass(frozen=True)
+class ScanFacts:
+    """What a ``probe scan --json`` report of the image says about it: its vLLM and its distributions."""
+
+    vllm: str | None
+    packages: frozenset[str]
+
+
+def read_scan(path: Path) -> ScanFacts:
+    """The vLLM version a scan saw (``package_version`` of a vllm file, else an image environment's
+    ``vllm``) and every distribution it saw (files' ``package``, environments' ``packages``)."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise BadInputError(f"{path}: not a readable scan report ({exc})") from exc
-    if not isinstance(doc, dict) or "files" not in doc:
-        raise BadInputError(f"{path}: not a `probe scan --json` report (no 'files')")
-    for f in doc.get("files") or []:
-        if isinstance(f, dict) and f.get("package") == "vllm" and f.get("package_version"):
-            return str(f["package_version"])
+    if not isinstance(doc, dict) or not isinstance(doc.get("files"), list):
+        raise BadInputError(f"{path}: not a `probe scan --json` report (no 'files' list)")
+    packages: set[str] = set()
+    vllm = None
+    for f in doc["files"]:
+        if isinstance(f, dict) and isinstance(f.get("package"), str):
+            packages.add(f["package"])
+            if f["package"] == "vllm" and f.get("package_version"):
+                vllm = vllm or str(f["package_version"])
     for env in doc.get("environments") or []:
-        version = ((env or {}).get("packages") or {}).get("vllm") if isinstance(env, dict) else None
-        if version:
-            return str(version)
-    return None
+        found = (env.get("packages") or {}) if isinstance(env, dict) else {}
+        if isinstance(found, dict):
+            packages |= {str(k) for k in found}
+            vllm = vllm or (str(found["vllm"]) if found.get("vllm") else None)
+    return ScanFacts(vllm, frozenset(packages))
 
 
 def published_predictions(paths: Iterable[Path]) -> dict[str, Path]:
@@ -125,7 +138,7 @@ def check_version(text: str) -> str:
 
 def choose(
     explicit: str | None,
-    scan: Path | None,
+    scan: ScanFacts | None,
     measured: str | None,
     available: Iterable[str],
 ) -> AnswerVersion:
@@ -133,7 +146,7 @@ def choose(
     published = list(available)
     picks = (
         (explicit and check_version(explicit), "--vllm"),
-        (scan is not None and scanned_vllm(scan), "--scan"),
+        (scan.vllm if scan is not None else None, "--scan"),
         (installed_vllm(), "installed in this Python"),
         (measured, "of the measured matrix"),
         (newest(published), "newest with published predictions"),

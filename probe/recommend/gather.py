@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from probe.catalog.gpus import parse_target
+from probe.catalog.models import find
+from probe.catalog.profile import ModelProfile
 from probe.errors import OptionError
 from probe.recommend import answer_version
 from probe.recommend.answer_version import AnswerVersion
@@ -28,6 +30,7 @@ class Gathered:
     sm: int
     gpu_name: str
     version: AnswerVersion
+    scan: answer_version.ScanFacts | None = None
 
 
 def target_gpu(gpu: str | None, cells: list[EvidenceCell], paths: list[Path]) -> tuple[int, str]:
@@ -80,7 +83,8 @@ def gather(
     asked = parse_target(gpu, known_only=True).sm if gpu is not None else None
     first = loaded if loaded is not None else load_evidence(paths, asked)
     sm, name = target_gpu(gpu, first.cells, paths)
-    version = answer_version.choose(vllm, scan, measured_vllm(first.cells, sm), published)
+    facts = answer_version.read_scan(scan) if scan is not None else None
+    version = answer_version.choose(vllm, facts, measured_vllm(first.cells, sm), published)
     cells, files = list(first.cells), list(first.files)
     if loaded is None and version.predictions is not None:
         more = load_evidence(paths, sm, predictions=version.predictions, gpu_files_only=True, reports=False)
@@ -88,7 +92,7 @@ def gather(
         cells += [c for c in more.cells if c.source not in read]
         files += [f for f in more.files if f not in read]
     kept = [c for c in cells if same_image_scan(c, version)]
-    return Gathered(LoadedEvidence(kept, files), sm, name, version)
+    return Gathered(LoadedEvidence(kept, files), sm, name, version, facts)
 
 
 def about(cells: list[EvidenceCell], req: Request) -> list[EvidenceCell]:
@@ -101,4 +105,17 @@ def about(cells: list[EvidenceCell], req: Request) -> list[EvidenceCell]:
         if d.get("basis") == "vllm_check" and not req.is_model(d.get("model")):
             continue
         out.append(c)
+    return out
+
+
+def family_runs(cells: list[EvidenceCell], profile: ModelProfile) -> list[EvidenceCell]:
+    """Measured engine runs (any GPU read) of models of the same family (model type) as ``profile``."""
+    family = profile.text_model_type or profile.model_type
+    out = []
+    for c in cells:
+        if c.kind != "engine" or c.evidence != "measured" or not c.get("model"):
+            continue
+        hit = find(str(c.get("model")))
+        if hit is not None and (hit[0].text_model_type or hit[0].model_type) == family:
+            out.append(c)
     return out

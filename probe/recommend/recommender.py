@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 from probe.catalog import models as catalog_models
 from probe.catalog.profile import ModelProfile
 from probe.errors import UsageError
-from probe.recommend import cautions, explain, halves, reports, select, verdict
+from probe.recommend import cautions, explain, halves, needs, reports, select, verdict
 from probe.recommend.flags import engine_arg_flags, flags_data, spell_flags
-from probe.recommend.gather import about, gather
+from probe.recommend.gather import about, family_runs, gather
 from probe.recommend.halves import Half
 from probe.recommend.sources import default_matrix_paths
 from probe.recommend.types import (
@@ -84,6 +84,16 @@ def _gpu_count_warnings(best: Pair, req: Request) -> list[str]:
 
 
 @dataclass(frozen=True)
+class _Context:
+    """The cells an answer draws on: about this GPU (``mine``), engine runs of the model's family on
+    any GPU read (``family``), and the distributions a scan of the image saw (None: no scan)."""
+
+    mine: list[EvidenceCell]
+    family: list[EvidenceCell]
+    scanned: frozenset[str] | None
+
+
+@dataclass(frozen=True)
 class _Ladder:
     moe: Half | None
     attn: Half | None
@@ -93,13 +103,14 @@ class _Ladder:
 def _answer(
     base: Recommendation,
     req: Request,
-    mine: list[EvidenceCell],
+    ctx: _Context,
     ladder: _Ladder,
     pairs: list[Pair],
     warnings: list[str],
 ) -> Recommendation:
     """The recommendation for the best-ranked pair, with flags, evidence, runner-up and warnings."""
     fd = flags_data()
+    mine = ctx.mine
     prefs = _preferences(fd, req, mine)
     pairs = sorted(pairs, key=lambda p: select.pair_rank(p, prefs))
     best = pairs[0]
@@ -120,6 +131,7 @@ def _answer(
     ruled_out = explain.ruled_out_backends(ladder.ruled, _chosen_keys(best))
     roles = {"moe": best.moe, "attention": best.attn}
     picks = _auto_picks(req, mine)
+    need = needs.needs(best, req, mine, ctx.family, fd, ctx.scanned)
     warnings += explain.departures(picks, roles, ruled_out, _rank_reasons(pairs, picks, prefs))
     for role, h in halves.items():
         if picks.get(role) and picks[role] == h["backend"]:
@@ -130,8 +142,9 @@ def _answer(
         moe_backend=best.moe,
         attention_backend=best.attn,
         fa_version=best.fa,
-        engine_args=best.args,
-        flags=args + engine_arg_flags(best.args),
+        engine_args={**best.args, **need.engine_args},
+        flags=args + engine_arg_flags({**best.args, **need.engine_args}),
+        needs=need.lines,
         env=env,
         evidence=explain.cited_evidence(best, req, ladder.ruled, chosen),
         ruled_out=ruled_out,
@@ -247,6 +260,8 @@ def _recommend(
     got = gather(paths, gpu, vllm=vllm, scan=scan, loaded=loaded)
     req = Request.of(prof, prof.quant, tp, got.sm, got.version.vllm, deploy)
     mine = about(got.loaded.cells, req)
+    scanned = got.scan.packages if got.scan else None
+    ctx = _Context(mine, family_runs(got.loaded.cells, prof), scanned)
     measured_here = any(c.evidence == "measured" for c in mine)
     basis = "measured" if measured_here else "fallback"
     fd = flags_data()
@@ -267,7 +282,7 @@ def _recommend(
     pairs = _engine_pairs(rel, req, basis, warnings)
     if pairs:
         ruled = [c for c in rel.all if c.failed and c.evidence != "predicted"]
-        return _answer(base, req, mine, _Ladder(None, None, ruled), pairs, warnings)
+        return _answer(base, req, ctx, _Ladder(None, None, ruled), pairs, warnings)
     moe = halves.half(rel, mine, req, "moe", fd) if req.experts else None
     attn = halves.half(rel, mine, req, "attention", fd)
     ruled = [c for h in (moe, attn) if h is not None for c in h.ruled_out]
@@ -279,7 +294,7 @@ def _recommend(
     pairs = select.kernel_pairs(moe.choices if moe else [], attn.choices, req, failed)
     if not pairs:
         return _nothing_works(base, req, rel, ladder, warnings)
-    return _answer(base, req, mine, ladder, pairs, warnings)
+    return _answer(base, req, ctx, ladder, pairs, warnings)
 
 
 def _fallback_note(sm: int) -> str:

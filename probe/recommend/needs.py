@@ -1,0 +1,110 @@
+"""What the answer needs to work beyond its flags: Python packages its backends import, and engine
+arguments that measured engine runs showed a model family needs.
+
+* Packages: ``vllm_flags.json`` ``runtime_packages`` names, per backend, the distribution it imports
+  (FlashInfer for ``flashinfer_*`` / FLASHINFER, CuTe-DSL for FA4). When the image is known to lack
+  one — a ``--scan`` report without it, or measured cells of this GPU that died importing it — the
+  answer says so plainly; otherwise it names the package as a requirement.
+* Engine arguments: engine runs of a model of the same family (model type) that died importing a
+  module without an engine argument and ran with it (vLLM 0.26's GDN prefill imports FlashInfer
+  unless ``--gdn-prefill-backend triton``). When the image lacks that module the argument joins the
+  flags; else the answer names both ways out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Set
+from dataclasses import dataclass
+from typing import Any
+
+from probe.recommend.types import EvidenceCell, Pair, Request
+
+_MISSING = re.compile(r"No module named '([\w.]+)'")
+
+
+@dataclass(frozen=True)
+class Needs:
+    lines: list[str]
+    engine_args: dict[str, str]
+
+
+def missing_module(c: EvidenceCell) -> str | None:
+    """The top-level module a failed cell could not import."""
+    if c.get("outcome") != "import_error":
+        return None
+    m = _MISSING.search(str(c.get("root_cause") or ""))
+    return m.group(1).split(".")[0] if m else None
+
+
+def image_lacks(mine: list[EvidenceCell], scanned: Set[str] | None) -> set[str]:
+    """Modules the image is known to lack: measured cells of this GPU that died importing them."""
+    return {m for c in mine if c.evidence == "measured" for m in [missing_module(c)] if m}
+
+
+def _packages(best: Pair, flags: dict[str, Any]) -> list[dict[str, str]]:
+    table = (flags.get("runtime_packages") or {}).get("backends") or {}
+    keys = [best.moe, best.attn, f"{best.attn}@{best.fa}" if best.fa else None]
+    seen: dict[str, dict[str, str]] = {}
+    for k in keys:
+        for pkg in table.get(k or "", []):
+            seen.setdefault(pkg["dist"], pkg)
+    return list(seen.values())
+
+
+def _package_lines(best: Pair, flags: dict[str, Any], lacks: set[str], scanned: Set[str] | None) -> list[str]:
+    out = []
+    for pkg in _packages(best, flags):
+        if scanned is not None and pkg["dist"] in scanned:
+            continue
+        if scanned is not None:
+            where = " — the scanned image lacks it"
+        elif pkg["module"] in lacks:
+            where = " — a measured image of this GPU lacked it"
+        else:
+            where = ""
+        out.append(f"{pkg['dist']} installed (its backends import `{pkg['module']}`){where}")
+    return out
+
+
+def _fixing_args(family: list[EvidenceCell], module: str) -> dict[str, str] | None:
+    """Engine arguments with which a run of the family worked where runs without them died importing
+    ``module``."""
+    died = [c for c in family if missing_module(c) == module and not c.get("engine_args")]
+    if not died:
+        return None
+    fixed = [c for c in family if c.ok and c.get("engine_args")]
+    return dict(fixed[0].get("engine_args")) if fixed else None
+
+
+def engine_needs(family: list[EvidenceCell], lacks: set[str], best: Pair, name: str) -> Needs:
+    """Engine arguments the model family needs (see the module docstring)."""
+    lines: list[str] = []
+    args: dict[str, str] = {}
+    for module in sorted({m for c in family for m in [missing_module(c)] if m}):
+        fix = _fixing_args(family, module)
+        if not fix or all(best.args.get(k) == v for k, v in fix.items()):
+            continue
+        spelled = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in sorted(fix.items()))
+        if module in lacks:
+            args.update(fix)
+        lines.append(
+            f"`{module}` importable, or {spelled}: engine runs of {name}'s family died importing {module} "
+            f"without it and ran with it"
+            + (" (added to the flags: a measured image of this GPU lacked it)" if module in lacks else "")
+        )
+    return Needs(lines, args)
+
+
+def needs(
+    best: Pair,
+    req: Request,
+    mine: list[EvidenceCell],
+    family: list[EvidenceCell],
+    flags: dict[str, Any],
+    scanned: Set[str] | None,
+) -> Needs:
+    """Everything the answer needs beyond its flags, and the engine arguments to add."""
+    lacks = image_lacks(mine, scanned)
+    eng = engine_needs(family, lacks, best, req.name)
+    return Needs(_package_lines(best, flags, lacks, scanned) + eng.lines, eng.engine_args)
