@@ -128,7 +128,31 @@ class AttentionOracle:
         if name == "FLASH_ATTN":
             ans["fa_version"] = self._fa_version(cfg)
             ans["fa_support"] = fa_support()
+            ans["fa_forced"] = self._fa_forced(q, cfg, backend)
         return ans
+
+    def _fa_forced(self, q: dict[str, Any], cfg: Any, backend: Any) -> dict[str, Any] | None:
+        """Per FlashAttention version, what vLLM does when the user forces it (``--attention-config
+        '{"flash_attn_version": N}'``): the backend's own validation under that version (FA2 has no
+        sinks, …) and the version it really runs (vLLM falls back, e.g. FA3 -> FA4 on Blackwell)."""
+        try:
+            attention_config = resolve("vllm.config:get_current_vllm_config")().attention_config
+            before = attention_config.flash_attn_version
+        except (*REFUSALS, AttributeError):
+            return None
+        out: dict[str, Any] = {}
+        try:
+            for v in (2, 3, 4):
+                attention_config.flash_attn_version = v
+                try:
+                    self.platform.get_attn_backend_cls(backend, cfg, q.get("num_heads"))
+                except REFUSALS as exc:
+                    out[str(v)] = {"ok": False, "message": message(exc)}
+                    continue
+                out[str(v)] = {"ok": True, "runs": self._fa_version(cfg)}
+        finally:
+            attention_config.flash_attn_version = before
+        return out
 
     def _reasons(self, backend: Any, cfg: Any) -> list[dict[str, Any]]:
         try:

@@ -121,6 +121,14 @@ def _fa_step(c: EvidenceCell, fa: int, vllm: str) -> Step:
     ``fa_version_unsupported_reason`` gives on this GPU (``details.fa_support``)."""
     stated = c.get("fa_version")
     default = f" (it picks FA{stated} by default)" if stated not in (None, fa) else ""
+    forced = ((c.get("details") or {}).get("fa_forced") or {}).get(str(fa))
+    if isinstance(forced, dict):  # vLLM's own validation with this version forced
+        if not forced.get("ok"):
+            return Step("vllm_check", False, [c], f"{vllm} refuses FA{fa} here: {forced.get('message')}")
+        runs = forced.get("runs")
+        if runs not in (None, fa):
+            return Step("vllm_check", False, [c], f"{vllm} runs FA{runs} here when FA{fa} is forced")
+        return Step("vllm_check", True, [c], f"{vllm}'s own check accepts FA{fa} for this model{default}")
     support = (c.get("details") or {}).get("fa_support")
     why = support.get(str(fa)) if isinstance(support, dict) else None
     if why and "unavailable due to" not in why:  # a property of the GPU, not of the predicting machine
