@@ -49,6 +49,8 @@ _DISTS: dict[str, tuple[str, ...]] = {
     "flashinfer_jit_cache": ("flashinfer-jit-cache",),
     "flash_attn": ("flash-attn", "flash_attn", "vllm-flash-attn"),
     "triton": ("triton", "pytorch-triton"),
+    "cutlass_dsl": ("nvidia-cutlass-dsl",),
+    "humming_kernels": ("humming-kernels",),
     "cuda_runtime": ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12"),
 }
 

@@ -68,6 +68,7 @@ class RuntimePackage(BaseModel):
     model_config = ConfigDict(extra="forbid")
     dist: str = Field(min_length=1)
     module: str = Field(min_length=1)
+    provenance: str = Field(min_length=1, description="the provenance.versions field that records it")
 
 
 class RuntimePackages(BaseModel):

@@ -193,20 +193,36 @@ def _preferences(fd: dict[str, Any], req: Request, mine: list[EvidenceCell]) -> 
 
 
 def _nothing_works(
-    base: Recommendation, req: Request, rel: select.Relevant, ladder: _Ladder, warnings: list[str]
+    base: Recommendation,
+    req: Request,
+    ctx: _Context,
+    rel: select.Relevant,
+    ladder: _Ladder,
+    warnings: list[str],
 ) -> Recommendation:
-    """Exit 3: no backend works for a half, with the evidence that ruled each one out."""
+    """Exit 3: no backend works for a half, with the evidence that ruled each one out — or, where vLLM's
+    checks were never asked and nothing was measured, that there is nothing to go on."""
     failed = ladder.ruled
     evidence = [explain.cited(c, "failed", explain.where(c) or reports.scope(c, req)) for c in failed][:40]
-    empty = [h.role for h in (ladder.moe, ladder.attn) if h is not None and not h.choices]
-    what = " and ".join(f"no working {r} backend" for r in empty) or "no working pair"
-    text = (
-        f"{what} for {req.name} ({req.quant}) on sm_{req.sm}"
-        if rel.all or failed
-        else cautions.nothing_works(rel, req)
-    )
+    texts = []
+    for h in (ladder.moe, ladder.attn):
+        if h is None or h.choices:
+            continue
+        what = f"the {h.role} half of {req.name} ({req.quant}) on sm_{req.sm}"
+        measured = any(c.evidence == "measured" for c in rel.all)
+        if not verdict.oracle_cells(ctx.mine, req, h.role) and not measured:
+            texts.append(
+                f"no evidence for {what}: vLLM {req.vllm or ''}'s checks were not asked for it and nothing "
+                f"was measured (run `probe predict --models {req.profile.slug}` with that vLLM, or `probe "
+                "run` on the GPU)"
+            )
+        else:
+            texts.append(f"no working {h.role} backend for {req.name} ({req.quant}) on sm_{req.sm}")
+    if not texts:
+        texts = [f"no working pair for {req.name} ({req.quant}) on sm_{req.sm}" if rel.all or failed
+                 else cautions.nothing_works(rel, req)]  # fmt: skip
     ruled_out = explain.ruled_out_backends(failed, set())
-    return replace(base, evidence=evidence, ruled_out=ruled_out, warnings=[*warnings, text])
+    return replace(base, evidence=evidence, ruled_out=ruled_out, warnings=[*warnings, *texts])
 
 
 def recommend(
@@ -293,7 +309,7 @@ def _recommend(
     failed = select.failed_pair_keys(rel.engine, basis)
     pairs = select.kernel_pairs(moe.choices if moe else [], attn.choices, req, failed)
     if not pairs:
-        return _nothing_works(base, req, rel, ladder, warnings)
+        return _nothing_works(base, req, ctx, rel, ladder, warnings)
     return _answer(base, req, ctx, ladder, pairs, warnings)
 
 

@@ -16,7 +16,8 @@ Each step returns a :class:`Step` (``ok`` None: the source says nothing); :func:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 from typing import Any
 
 from probe.matrix.scan_predictions import variant_for_quant
@@ -89,8 +90,10 @@ def deploy_fits(c: EvidenceCell, req: Request, role: str) -> bool:
 
 
 def oracle_cells(mine: list[EvidenceCell], req: Request, role: str) -> list[EvidenceCell]:
-    """The oracle's cells for this model, quant (MoE), TP and deployment on this GPU, ``auto`` included."""
-    return [
+    """The oracle's cells for this model, quant (MoE), TP and deployment on this GPU, ``auto`` included;
+    when vLLM was not asked about this model (a config.json model, a quant its profile does not ship),
+    those of the catalog model vLLM's check sees the same way (:func:`proxy_cells`)."""
+    own = [
         c
         for c in mine
         if is_oracle(c)
@@ -99,6 +102,60 @@ def oracle_cells(mine: list[EvidenceCell], req: Request, role: str) -> list[Evid
         and deploy_fits(c, req, role)
         and (role == "attention" or (c.get("quant") == req.quant and _tp_fits(c, req)))
     ]
+    return own or proxy_cells(mine, req, role)
+
+
+def _attention_key(c: EvidenceCell) -> tuple[Any, ...]:
+    p = c.get("params") or {}
+    return (
+        c.get("head_dim"),
+        bool(p.get("use_mla")),
+        bool(p.get("has_sink")),
+        bool(p.get("has_sliding_window")),
+    )
+
+
+def _request_attention_key(req: Request) -> tuple[Any, ...]:
+    prof, hybrid = req.profile, req.profile.hybrid or {}
+    head = prof.mla.kv_lora_rank + prof.mla.qk_rope_head_dim if prof.mla else prof.head_dim
+    return (
+        head,
+        prof.mla is not None,
+        bool(hybrid.get("attention_sinks")),
+        hybrid.get("sliding_window") is not None,
+    )
+
+
+def _moe_distance(c: EvidenceCell, req: Request) -> float:
+    e, h = c.get("experts"), c.get("hidden")
+    if not e or not h or not req.experts:
+        return float("inf")
+    return abs(math.log2(int(e) / req.experts)) + abs(math.log2(int(h) / req.moe_hidden))
+
+
+def proxy_cells(mine: list[EvidenceCell], req: Request, role: str) -> list[EvidenceCell]:
+    """vLLM's verdicts for another catalog model that its check sees the same way: for attention, one
+    whose layer has the same head size, MLA-ness, sinks and sliding window (the inputs of vLLM's
+    attention selection); for MoE, the nearest-shaped model at the same quant and activation. Each cell
+    carries ``proxy_of`` (that model), and the answer says so."""
+    pool = [c for c in mine if is_oracle(c) and c.kind == role and deploy_fits(c, req, role)]
+    if role == "attention":
+        want = _request_attention_key(req)
+        pool = [c for c in pool if _attention_key(c) == want]
+    else:
+        act = (req.profile.moe.activation if req.profile.moe else "").replace("relu2", "relu2_no_mul")
+        pool = [
+            c
+            for c in pool
+            if c.get("quant") == req.quant
+            and str((c.get("params") or {}).get("activation", "silu")) == act
+            and _tp_fits(c, req)
+        ]
+    if not pool:
+        return []
+    nearest = min(pool, key=lambda c: (_moe_distance(c, req) if role == "moe" else 0.0, str(c.get("model"))))
+    model = nearest.get("model")
+    return [replace(c, cell={**c.cell, "proxy_of": model}) for c in pool if c.get("model") == model]
 
 
 def oracle_step(oracle: list[EvidenceCell], backend: str, fa: int | None) -> Step:
@@ -108,6 +165,8 @@ def oracle_step(oracle: list[EvidenceCell], backend: str, fa: int | None) -> Ste
         return NOTHING
     c = cells[0]
     vllm = f"vLLM {c.vllm}" if c.vllm else "vLLM"
+    if c.get("proxy_of"):
+        vllm += f" (asked for {c.get('proxy_of')}, which its check sees the same way)"
     if not c.ok:
         return Step("vllm_check", False, [c], f"{vllm} refuses it: {_cites(c)}")
     if fa is not None:

@@ -72,14 +72,19 @@ def test_field_report_generalises_to_another_model():
 
 
 def test_no_backend_works_exits_3_with_vllms_refusals(probe_cli):
-    # DeepSeek-V3's FP8 block-scaled experts on Turing: vLLM's own checks refuse every MoE backend.
-    r = probe_cli("recommend", "--model", "deepseek-v3", "--gpu", "sm_75", "--json")
+    # Mixtral's per-tensor FP8 experts on Turing with vLLM 0.33.0: its own checks refuse every MoE backend
+    # but Marlin, whose kernels the ELF scan of the 0.33.0 wheel finds no loadable code of for sm_75.
+    r = probe_cli(
+        "recommend", "--model", "mixtral", "--quant", "fp8", "--gpu", "sm_75", "--vllm", "0.33.0", "--json"
+    )
     assert r.returncode == 3, r.stdout
     out = json.loads(r.stdout)
     assert any("no working moe backend" in w for w in out["warnings"])
-    triton = next(e for e in out["evidence"] if e["id"].endswith("/fp8_block/triton"))
-    assert "quantization scheme" in triton["root_cause"]
-    assert triton["note"].startswith("vllm/model_executor/layers/fused_moe/experts/triton_moe.py:")
+    ruled = {x["backend"]: x for x in out["ruled_out"] if x["role"] == "moe"}
+    assert "quantization scheme" in ruled["triton"]["reason"] and ruled["triton"]["source"] == "vllm_check"
+    assert ruled["triton"]["link"].startswith("vllm/model_executor/layers/fused_moe/experts/triton_moe.py:")
+    assert ruled["marlin"]["source"] == "elf_scan" and ruled["marlin"]["outcome"] == "no_kernel_image"
+    assert all(x["vllm"] == "0.33.0" for x in out["ruled_out"])  # one vLLM version per answer
 
 
 @pytest.mark.slow

@@ -1,0 +1,104 @@
+"""vLLM's own checks (published predictions) against what ran on the GPU: on sm_90, where the measured
+image and the predicting image hold the same packages, they agree on at least 97% of the cells.
+
+A measured cell is comparable when it is at a catalog model's shape (it names the model), its vLLM
+version has published predictions, and its outcome says what vLLM's selection said: ``ok`` (vLLM
+accepted the backend and it ran) or ``unsupported`` (vLLM refused it). Cells whose refusal or failure
+came from a package the measured image lacked (``ImportError`` / ``No module named …``, or a backend
+whose runtime package — ``vllm_flags.json`` ``runtime_packages`` — the image's provenance does not
+list: the H200 image had no FlashInfer) are image differences, not predictions to check, and are
+counted apart; so are runtime failures (``device_fault``, ``wrong_output`` …), which no selection
+check sees.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from probe.catalog import datafiles
+
+ROOT = Path(__file__).resolve().parents[2]
+MEASURED = sorted((ROOT / "matrices" / "measured").glob("nvidia-*-sm90-*.json"))
+IMAGE_DIFFERENCE = re.compile(r"ImportError|No module named|not installed|is not available", re.I)
+
+
+def _predictions(version: str) -> list[dict[str, Any]]:
+    path = ROOT / "matrices" / "predicted" / f"vllm-{version}" / "sm_90.json"
+    if not path.is_file():
+        pytest.skip(f"no published predictions of vLLM {version} for sm_90")
+    return [c for c in json.loads(path.read_text())["cells"] if c.get("basis") == "vllm_check"]
+
+
+def _lacks_runtime_package(c: dict[str, Any], versions: dict[str, Any]) -> bool:
+    """The measured image is not known to hold a package the cell's backend imports (its provenance
+    records no version of it: the H200 image had no FlashInfer, and no humming-kernels)."""
+    table = datafiles.read_json("vllm_flags.json")["runtime_packages"]["backends"]
+    fa = c.get("fa_version")
+    needed = table.get(str(c.get("backend")), []) + (table.get(f"{c.get('backend')}@{fa}", []) if fa else [])
+    return any(not versions.get(p["provenance"]) for p in needed)  # not recorded: not known to be there
+
+
+def _key(c: dict[str, Any]) -> tuple[Any, ...]:
+    return (c["kind"], c.get("model"), c.get("backend"), c.get("quant") if c["kind"] == "moe" else None)
+
+
+def _predicted_ok(oracle: dict[str, Any], measured: dict[str, Any]) -> bool:
+    """vLLM's verdict for the measured cell's backend (and forced FA version)."""
+    ok = oracle["outcome"] == "ok"
+    fa = measured.get("fa_version")
+    forced = ((oracle.get("details") or {}).get("fa_forced") or {}).get(str(fa)) if fa else None
+    if ok and isinstance(forced, dict):
+        ok = bool(forced.get("ok")) and forced.get("runs") in (None, fa)
+    return ok
+
+
+def _tp_fits(oracle: dict[str, Any], measured: dict[str, Any]) -> bool:
+    tps = (oracle.get("details") or {}).get("tp_sizes") or [oracle.get("tp") or 1]
+    return measured["kind"] == "attention" or (measured.get("tp") or 1) in tps
+
+
+def compare(measured_files: list[Path]) -> tuple[Counter[str], list[str]]:
+    tally: Counter[str] = Counter()
+    misses: list[str] = []
+    for path in measured_files:
+        doc = json.loads(path.read_text())
+        versions = doc["provenance"]["versions"]
+        version = versions["vllm"]
+        by_key: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+        for o in _predictions(version):
+            by_key.setdefault(_key(o), []).append(o)
+        for c in doc["cells"]:
+            if c["kind"] not in ("moe", "attention") or not c.get("model"):
+                continue
+            lacked = IMAGE_DIFFERENCE.search(str(c.get("root_cause") or "")) or c["outcome"] == "import_error"
+            if lacked or (c["outcome"] != "ok" and _lacks_runtime_package(c, versions)):
+                tally["image difference"] += 1
+                continue
+            if c["outcome"] not in ("ok", "unsupported"):
+                tally[f"runtime {c['outcome']}"] += 1
+                continue
+            oracle = next((o for o in by_key.get(_key(c), []) if _tp_fits(o, c)), None)
+            if oracle is None:
+                tally["not predicted"] += 1
+                continue
+            agree = _predicted_ok(oracle, c) == (c["outcome"] == "ok")
+            tally["agree" if agree else "disagree"] += 1
+            if not agree:
+                misses.append(
+                    f"{path.name}: {c['id']}: measured {c['outcome']}, vLLM's check {oracle['outcome']}"
+                )
+    return tally, misses
+
+
+def test_vllms_checks_agree_with_the_measured_h100_and_h200_matrices():
+    assert MEASURED, "no measured sm_90 matrix published"
+    tally, misses = compare(MEASURED)
+    compared = tally["agree"] + tally["disagree"]
+    assert compared >= 200, tally  # the comparison itself covers most measured kernel cells
+    assert tally["agree"] / compared >= 0.97, (tally, misses)
