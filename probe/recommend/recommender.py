@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from probe.catalog import models as catalog_models
 from probe.catalog.gpus import parse_target
 from probe.catalog.profile import ModelProfile
-from probe.errors import OptionError, UsageError
+from probe.errors import OptionError
 from probe.recommend import cautions, halves, reports, select, verdict
 from probe.recommend.flags import engine_arg_flags, flags_data, spell_flags
 from probe.recommend.halves import Half
@@ -41,14 +41,7 @@ if TYPE_CHECKING:
 
 def model_profile(model: str, quant: str | None) -> ModelProfile:
     """The profile asked for, in the quant asked for (else the one its name selects, else its default)."""
-    hit = catalog_models.find(model)
-    if hit is None and not Path(model).expanduser().exists() and "/" not in model:
-        close = catalog_models.closest_names(model)
-        raise UsageError(
-            f"unknown model {model!r}",
-            hint=(f"did you mean: {', '.join(close)}?" if close else "run `probe models`")
-            + " — or pass a config.json / model folder / cached HF id",
-        )
+    hit = catalog_models.find(model)  # else a config / folder / cached HF id (unknown: UsageError)
     prof, named_quant = hit if hit is not None else (catalog_models.resolve_model(model), None)
     return replace(prof, quant=quant or named_quant or prof.quant)
 
