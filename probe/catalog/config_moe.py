@@ -10,14 +10,9 @@ the router without saying so in the config take it from ``probe/data/oracle_rout
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
-from probe.catalog import datafiles
 from probe.catalog.config_values import Cfg
-from probe.catalog.layers import Routing
+from probe.catalog.layers import Routing, routing_defaults
 from probe.catalog.profile import MoeShape
-from probe.errors import DataFileError
 
 _EXPERTS = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts")
 _TOP_K = ("num_experts_per_tok", "experts_per_token", "num_experts_per_token", "top_k_experts", "moe_topk",
@@ -25,20 +20,6 @@ _TOP_K = ("num_experts_per_tok", "experts_per_token", "num_experts_per_token", "
 # the config's activation name -> the one vLLM's FusedMoE gets (gated unless the profile says relu2)
 _ACTIVATION = {"silu": "silu", "swiglu": "silu", "gelu_pytorch_tanh": "gelu_tanh", "gelu_tanh": "gelu_tanh",
                "gelu": "gelu", "situ": "situ", "relu2": "relu2"}  # fmt: skip
-
-
-@functools.cache
-def routing_table() -> dict[str, Any]:
-    data = datafiles.read_json("oracle_routing.json")
-    if not isinstance(data, dict) or not isinstance(data.get("model_types"), dict) or "default" not in data:
-        raise DataFileError("probe/data/oracle_routing.json: needs 'default' and 'model_types'")
-    return data
-
-
-def routing_defaults(*model_types: str | None) -> dict[str, Any]:
-    table = routing_table()
-    hit = next((table["model_types"][t] for t in model_types if t and t in table["model_types"]), None)
-    return dict(hit or table["default"])
 
 
 def routing(cfg: Cfg, model_type: str, top_model_type: str) -> Routing:

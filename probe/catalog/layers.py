@@ -14,8 +14,12 @@ of the checkpoint (:class:`QuantScheme`).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
+
+from probe.catalog import datafiles
+from probe.errors import DataFileError
 
 if TYPE_CHECKING:
     from probe.catalog.profile import ModelProfile
@@ -98,6 +102,29 @@ class QuantScheme:
     kv_cache: str | None = None
 
 
+@functools.cache
+def routing_table() -> dict[str, Any]:
+    """probe/data/oracle_routing.json: router inputs per model_type, for the model types whose vLLM
+    code fixes them without the config saying so (and for packaged profiles)."""
+    data = datafiles.read_json("oracle_routing.json")
+    if not isinstance(data, dict) or not isinstance(data.get("model_types"), dict) or "default" not in data:
+        raise DataFileError("probe/data/oracle_routing.json: needs 'default' and 'model_types'")
+    return data
+
+
+def routing_defaults(*model_types: str | None) -> dict[str, Any]:
+    table = routing_table()
+    hit = next((table["model_types"][t] for t in model_types if t and t in table["model_types"]), None)
+    return dict(hit or table["default"])
+
+
+def routing_of(profile: ModelProfile) -> dict[str, Any]:
+    """The router inputs: read from the config when the profile was, else by model_type."""
+    if profile.moe is not None and profile.moe.routing is not None:
+        return asdict(profile.moe.routing)
+    return routing_defaults(profile.text_model_type, profile.model_type)
+
+
 def spec_of_kinds(kinds: tuple[AttentionKind, ...]) -> list[dict[str, Any]]:
     return sorted((k.spec() for k in kinds), key=lambda k: (-k["layers"], k["head_size"], k["num_heads"]))
 
@@ -108,7 +135,7 @@ def moe_spec(profile: ModelProfile) -> list[dict[str, Any]]:
     if moe is None:
         return []
     act = VLLM_MOE_ACTIVATION.get(moe.activation, moe.activation)
-    routing = asdict(moe.routing or Routing())
+    routing = routing_of(profile)
     kind: dict[str, Any] = {
         "experts": moe.experts,
         "top_k": moe.top_k,
@@ -130,7 +157,7 @@ def layer_spec(profile: ModelProfile) -> dict[str, Any]:
     """The profile's per-layer reading in the oracle child's JSON shape (see the module docstring)."""
     return {
         "attention": spec_of_kinds(profile.layer_kinds()),
-        "mixers": dict(sorted(profile.mixer_layers)),
+        "mixers": dict(sorted(profile.mixers())),
         "moe": moe_spec(profile),
     }
 

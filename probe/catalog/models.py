@@ -81,7 +81,7 @@ def closest_names(text: str, n: int = 5) -> list[str]:
     for prof in load_profiles():
         for name in [prof.name, *prof.aliases]:
             pool[norm(name)] = name
-    key = norm(text[:200])  # a name is short: compare the start of a very long text
+    key = norm(text)[: max(map(len, pool), default=0) + 2]  # a very long text: its start is the name
     return [pool[k] for k in difflib.get_close_matches(key, list(pool), n=n, cutoff=0.4)]
 
 

@@ -10,7 +10,7 @@ into a ``DataFileError``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 
 from probe.catalog.layers import SCHEMES, AttentionKind, QuantScheme, Routing, attention_kind_from_dict
@@ -93,22 +93,36 @@ class ModelProfile:
 
     def layer_kinds(self) -> tuple[AttentionKind, ...]:
         """The distinct attention layer kinds: as read from a config (possibly none: no layer goes
-        through vLLM's attention selector), else one derived from a packaged profile's headline fields."""
+        through vLLM's attention selector), else derived from a packaged profile's fields (its
+        ``hybrid`` counts of sliding / full layers when it has them)."""
         if self.attention_kinds or self.origin != "catalog":
             return self.attention_kinds
         hybrid = self.hybrid or {}
         window = hybrid.get("sliding_window")
-        return (
-            AttentionKind(
-                head_size=self.mla.kv_lora_rank + self.mla.qk_rope_head_dim if self.mla else self.head_dim,
-                num_heads=self.num_attention_heads,
-                num_kv_heads=1 if self.mla else self.num_key_value_heads,
-                layers=self.attention_layers,
-                sliding_window=window if isinstance(window, int) and window > 0 else None,
-                sink=bool(hybrid.get("attention_sinks")),
-                mla=self.mla is not None,
-            ),
+        base = AttentionKind(
+            head_size=self.mla.kv_lora_rank + self.mla.qk_rope_head_dim if self.mla else self.head_dim,
+            num_heads=self.num_attention_heads,
+            num_kv_heads=1 if self.mla else self.num_key_value_heads,
+            layers=self.attention_layers,
+            sliding_window=window if isinstance(window, int) and window > 0 else None,
+            sink=bool(hybrid.get("attention_sinks")),
+            mla=self.mla is not None,
         )
+        sliding, full = hybrid.get("sliding_attention"), hybrid.get("full_attention")
+        if base.sliding_window and isinstance(sliding, int) and isinstance(full, int) and sliding > 0 < full:
+            return replace(base, layers=sliding), replace(base, layers=full, sliding_window=None)
+        return (base,)
+
+    def mixers(self) -> tuple[tuple[str, int], ...]:
+        """Layers without a KV cache of the attention selector's (vLLM ``mamba_type`` name, count)."""
+        if self.mixer_layers or self.origin != "catalog":
+            return self.mixer_layers
+        hybrid = self.hybrid or {}
+        out = [
+            ("gdn_attn", hybrid.get("linear_attention_gated_deltanet")),
+            ("mamba2", hybrid.get("mamba2_layers")),
+        ]
+        return tuple((k, n) for k, n in out if isinstance(n, int) and n > 0)
 
     def names(self) -> list[str]:
         ids = [i for ids in self.hf_repo_ids.values() for i in ids]

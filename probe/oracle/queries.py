@@ -16,9 +16,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from probe.catalog.config_moe import routing_defaults
 from probe.catalog.gpus import Gpu
-from probe.catalog.layers import VLLM_MOE_ACTIVATION, AttentionKind
+from probe.catalog.layers import VLLM_MOE_ACTIVATION, AttentionKind, routing_of
 from probe.catalog.models import QUANTS, ModelProfile, quantization_config
 
 DEFAULT_TPS: tuple[int, ...] = (1, 2, 4)
@@ -80,14 +79,6 @@ class OracleRequest:
         }
 
 
-def routing_for(profile: ModelProfile) -> dict[str, Any]:
-    """The router inputs: read from the config when the profile was, else by model_type
-    (probe/data/oracle_routing.json)."""
-    if profile.moe is not None and profile.moe.routing is not None:
-        return asdict(profile.moe.routing)
-    return routing_defaults(profile.text_model_type, profile.model_type)
-
-
 def _attention_query(profile: ModelProfile, kind: AttentionKind, several: bool) -> AttentionQuery:
     return AttentionQuery(
         model=profile.slug,
@@ -135,7 +126,7 @@ def moe_queries(profile: ModelProfile, tps: tuple[int, ...] = DEFAULT_TPS) -> li
                     hidden=moe.latent_size or profile.hidden_size,
                     intermediate=moe.intermediate,
                     activation=VLLM_MOE_ACTIVATION.get(moe.activation, moe.activation),
-                    routing=routing_for(profile),
+                    routing=routing_of(profile),
                     hf_quant_config=quantization_config(quant) if quant in QUANTS else None,
                 )
             )

@@ -81,3 +81,33 @@ def test_a_disagreement_is_reported_field_by_field():
     spec["moe"][0] = {**spec["moe"][0], "scheme": "nvfp4"}
     diffs = spec_differences(spec, reading)
     assert [d.split(":")[0] for d in diffs] == ["attention", "moe"]
+
+
+def _catalog_matches() -> list[tuple[str, str]]:
+    from probe.catalog.models import load_profiles
+
+    by_id = {entry["hf_id"].lower(): folder for folder, entry in SOURCES.items()}
+    return [
+        (prof.name, by_id[i.lower()])
+        for prof in load_profiles()
+        for ids in prof.hf_repo_ids.values()
+        for i in ids
+        if i.lower() in by_id and "spec" in READING["readings"][by_id[i.lower()]]
+    ]
+
+
+@pytest.mark.parametrize(("name", "folder"), _catalog_matches())
+def test_packaged_profiles_agree_with_vllms_reading_of_their_checkpoints(name, folder):
+    """The catalog's hand-written profiles, read per layer, match what vLLM builds from the real
+    config of each checkpoint they name (the experts' quant aside: a profile covers several)."""
+    from probe.catalog.models import find_profile
+
+    spec = layer_spec(find_profile(name))
+    vllm = json.loads(json.dumps(READING["readings"][folder]["spec"]))
+    for m in [*spec["moe"], *vllm["moe"]]:
+        m["scheme"] = None
+    assert spec_differences(spec, vllm) == []
+
+
+def test_the_catalog_is_checked_against_real_configs():
+    assert len({name for name, _ in _catalog_matches()}) >= 15

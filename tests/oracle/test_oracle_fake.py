@@ -108,8 +108,12 @@ def test_version_without_adapter_is_skipped_with_the_reason():
 
 
 def test_plan_reads_the_profiles():
-    (gpt,) = attention_queries(resolve_model("120b"))  # a packaged profile: one kind, from its fields
-    assert gpt.has_sink and gpt.has_sliding_window and gpt.head_size == 64 and gpt.kind == ""
+    # a packaged profile: its kinds derived from its fields (gpt-oss: 18 sliding + 18 full layers, sinks)
+    sliding, full = attention_queries(resolve_model("120b"))
+    assert (
+        sliding.has_sink and sliding.has_sliding_window and sliding.head_size == 64 and sliding.layers == 18
+    )
+    assert full.has_sink and not full.has_sliding_window and full.kind == "full+sink d=64 h=64/8"
     (ds,) = attention_queries(resolve_model("dsv3"))
     assert ds.use_mla and ds.head_size == 576  # kv_lora_rank + qk_rope_head_dim
     sup = moe_queries(resolve_model("super"))
