@@ -19,7 +19,6 @@ model_arch_config_convertor.py ``_normalize_quantization_config``, config/model.
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from typing import Any
 
@@ -105,6 +104,8 @@ def _excluded_lists(qc: dict[str, Any], hf_quant: dict[str, Any] | None) -> list
 
 def experts_excluded(patterns: list[str], moe_layer: int) -> bool:
     """Whether an exclusion list (names, ``*`` patterns or ``re:`` regexes) names the routed experts."""
+    import fnmatch  # only for lists that name experts at all
+
     candidates = [p.replace("N", str(moe_layer)) for p in _EXPERT_PATHS]
     for pat in (p for p in patterns if "expert" in p and "shared_expert" not in p):
         if pat.startswith("re:"):
