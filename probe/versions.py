@@ -101,6 +101,14 @@ _MOE: dict[str, Any] = {
             "activation_key": f"{_QUTILS}:kNvfp4Dynamic",
             "cite": "quantization/modelopt.py ModelOptNvFp4FusedMoE.__init__",
         },
+        "nvfp4_w4a16": {  # NVFP4 weights, 16-bit activations (ModelOpt W4A16_NVFP4 experts)
+            "select": f"{_FUSED}.oracle.nvfp4:select_nvfp4_moe_backend",
+            "map": f"{_FUSED}.oracle.nvfp4:map_nvfp4_backend",
+            "kernels": f"{_FUSED}.oracle.nvfp4:backend_to_kernel_cls",
+            "weight_key": f"{_QUTILS}:kNvfp4Static",
+            "kwargs": {"activation_key": None},
+            "cite": "quantization/modelopt.py ModelOptNvFp4FusedMoE.__init__ (use_a16: activation_key=None)",
+        },
         "mxfp4": {
             "select": f"{_FUSED}.oracle.mxfp4:select_mxfp4_moe_backend",
             "map": f"{_FUSED}.oracle.mxfp4:map_mxfp4_backend",

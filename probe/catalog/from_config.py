@@ -1,8 +1,16 @@
-"""A model profile derived from a Hugging Face ``config.json`` (nested ``text_config`` handled).
+"""A model profile derived from a Hugging Face ``config.json`` — read the way vLLM reads it.
 
 ``profile_from_path`` reads a config.json file or a model folder (plus ModelOpt's
-``hf_quant_config.json`` next to it); ``quant_from_config`` maps a ``quantization_config`` to probe's
-quant names (:data:`probe.catalog.quants.QUANTS`).
+``hf_quant_config.json`` next to it); ``profile_from_config`` turns the parsed JSON into a
+:class:`~probe.catalog.profile.ModelProfile` with its per-layer reading: the distinct attention
+kinds (:mod:`probe.catalog.config_layers`), the routed experts (:mod:`probe.catalog.config_moe`)
+and the quant scheme, experts apart (:mod:`probe.catalog.quant_scheme`). The text config of a
+multimodal model (``text_config``) is what is read, as vLLM's ``hf_text_config``.
+
+Standard library only (this is on ``probe recommend``'s path). Every number used is checked
+(:mod:`probe.catalog.config_values`): a config given with ``--model`` that lacks a field, or has a
+zero / negative / non-integer / non-finite one, is a usage error naming the field (exit 2).
+The agreement with vLLM's own reading of the same files is a test (tests/catalog/test_vllm_reading.py).
 """
 
 from __future__ import annotations
@@ -13,206 +21,174 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from probe.catalog.config_layers import LayerPlan, read_layers
+from probe.catalog.config_moe import read_moe
+from probe.catalog.config_values import Cfg
+from probe.catalog.layers import QuantScheme
 from probe.catalog.names import norm
 from probe.catalog.profile import MlaShape, ModelProfile, MoeShape, check_profile
-from probe.errors import BadInputError, UsageError
+from probe.catalog.quant_scheme import read_quant
+from probe.catalog.quants import QUANTS
+from probe.errors import UsageError
 
 log = logging.getLogger(__name__)
 
-
-def _first(cfg: dict[str, Any], *keys: str) -> Any:
-    for k in keys:
-        if cfg.get(k) is not None:
-            return cfg[k]
-    return None
-
-
-def quant_from_config(cfg: dict[str, Any], hf_quant: dict[str, Any] | None = None) -> str:
-    """Map ``quantization_config`` (or ModelOpt's ``hf_quant_config.json``) to probe's quant names."""
-    qc = cfg.get("quantization_config") or {}
-    if not qc and hf_quant:
-        qc = {"quant_method": "modelopt", **(hf_quant.get("quantization") or hf_quant)}
-    if not isinstance(qc, dict) or not qc:
-        return "bf16"
-    method = str(qc.get("quant_method", "")).lower()
-    algo = str(qc.get("quant_algo") or (qc.get("quantization") or {}).get("quant_algo") or "").upper()
-    if method == "modelopt" or algo:
-        if "FP4" in algo:
-            return "nvfp4"
-        if "FP8" in algo:
-            return "fp8"
-        if "INT4" in algo or "W4A16" in algo:
-            return "int4_w4a16"
-    if method in ("fp8", "fbgemm_fp8", "ptpc_fp8"):
-        return "fp8_block" if qc.get("weight_block_size") else "fp8"
-    if method == "mxfp4":
-        return "mxfp4"
-    if method in ("gptq", "awq", "gptq_marlin", "awq_marlin", "moe_wna16", "auto-round"):
-        return "int4_w4a16"
-    if method == "compressed-tensors":
-        blob = json.dumps(qc).lower()
-        if "nvfp4" in blob:
-            return "nvfp4"
-        if "float-quantized" in blob or '"type": "float"' in blob:
-            return (
-                "fp8_block"
-                if '"block_structure"' in blob and "null" not in blob.split('"block_structure"')[1][:8]
-                else "fp8"
-            )
-        if "pack-quantized" in blob or '"num_bits": 4' in blob:
-            return "int4_w4a16"
-    log.info("unrecognised quantization_config %s; assuming bf16", method or qc)
-    return "bf16"
+MAX_CONFIG_BYTES = 16 * 2**20  # real config.json files are < 100 kB
+# schemes without an MoE probe / oracle family of their own -> the nearest of probe's quant names
+_PROBE_QUANT = {"nvfp4_w4a16": "nvfp4", "mxfp8": "fp8"}
 
 
 def _text_config(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """(the text model's config, merged over the top level; the nested ``text_config`` or None)."""
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else None
     cfg = {**config, **text} if text else dict(config)
-    if text and "quantization_config" not in cfg and "quantization_config" in config:
+    if text and "quantization_config" not in text and "quantization_config" in config:
         cfg["quantization_config"] = config["quantization_config"]
     return cfg, text
 
 
-def _mla_shape(cfg: dict[str, Any]) -> MlaShape | None:
-    if not cfg.get("kv_lora_rank"):
-        return None
+def _mla_shape(cfg: Cfg) -> MlaShape:
     return MlaShape(
-        q_lora_rank=cfg.get("q_lora_rank"),
-        kv_lora_rank=int(cfg["kv_lora_rank"]),
-        qk_nope_head_dim=int(cfg.get("qk_nope_head_dim", 128)),
-        qk_rope_head_dim=int(cfg.get("qk_rope_head_dim", 64)),
-        v_head_dim=int(cfg.get("v_head_dim", 128)),
+        q_lora_rank=cfg.opt_int("q_lora_rank"),
+        kv_lora_rank=cfg.need_int("kv_lora_rank"),
+        qk_nope_head_dim=cfg.opt_int("qk_nope_head_dim", minimum=0) or 128,
+        qk_rope_head_dim=cfg.need_int("qk_rope_head_dim"),
+        v_head_dim=cfg.opt_int("v_head_dim") or 128,
     )
 
 
-def _moe_shape(cfg: dict[str, Any], layers: int, origin: str) -> MoeShape | None:
-    experts = _first(cfg, "num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts")
-    if not experts or int(experts) <= 1:
-        return None
-    top_k = _first(cfg, "num_experts_per_tok", "experts_per_token", "moe_topk", "num_selected_experts")
-    inter = _first(cfg, "moe_intermediate_size", "expert_intermediate_size")
-    if inter is None:  # Mixtral / gpt-oss keep the expert width in intermediate_size
-        inter = cfg.get("intermediate_size")
-    if top_k is None or inter is None:
-        raise BadInputError(
-            f"{origin}: MoE config (experts={experts}) lacks num_experts_per_tok or the expert width"
-        )
-    act = str(_first(cfg, "mlp_hidden_act", "hidden_act") or "silu").lower()
-    shared_i = _first(cfg, "shared_expert_intermediate_size", "moe_shared_expert_intermediate_size")
-    n_shared = int(_first(cfg, "n_shared_experts") or (1 if shared_i else 0))
-    if n_shared and shared_i is None and cfg.get("n_shared_experts"):
-        shared_i = int(inter) * n_shared
-    return MoeShape(
-        experts=int(experts),
-        top_k=int(top_k),
-        intermediate=int(inter),
-        shared_experts=n_shared,
-        shared_intermediate=int(shared_i) if shared_i else None,
-        activation="relu2" if "relu2" in act else ("swigluoai" if cfg.get("swiglu_limit") else "silu"),
-        latent_size=cfg.get("moe_latent_size"),
-        moe_layers=max(1, layers - int(cfg.get("first_k_dense_replace") or 0)),
-    )
-
-
-def _hybrid_layers(
-    cfg: dict[str, Any], layers: int, moe: MoeShape | None
-) -> tuple[int, dict[str, Any] | None, MoeShape | None]:
-    """(layers with a KV cache, the hybrid layout or None, the MoE shape with its layer count)."""
-    layer_types = cfg.get("layer_types")
-    if isinstance(layer_types, list) and any(t == "linear_attention" for t in layer_types):
-        attn_layers = sum(1 for t in layer_types if t == "full_attention") or layers
-        hybrid = {
-            "linear_attention_gated_deltanet": len(layer_types) - attn_layers,
-            "full_attention": attn_layers,
+def _legacy_hybrid(cfg: Cfg, plan: LayerPlan) -> dict[str, Any] | None:
+    """The ``hybrid`` summary the engine probe's synthetic configs read (probe.probes.hf_config)."""
+    mixers = dict(plan.mixers)
+    if isinstance(cfg.data.get("hybrid_override_pattern"), str):
+        pat = cfg.data["hybrid_override_pattern"]
+        return {"pattern": pat, "mamba2_layers": pat.count("M"), "moe_layers": pat.count("E"),
+                "attention_layers": pat.count("*")}  # fmt: skip
+    if "mamba2" in mixers:
+        return {"mamba2_layers": mixers["mamba2"], "attention_layers": plan.attention_layers}
+    if "gdn_attn" in mixers:
+        return {
+            "linear_attention_gated_deltanet": mixers["gdn_attn"],
+            "full_attention": plan.attention_layers,
         }
-        return attn_layers, hybrid, moe
-    if isinstance(cfg.get("hybrid_override_pattern"), str):
-        pat = cfg["hybrid_override_pattern"]
-        hybrid = {
-            "pattern": pat,
-            "mamba2_layers": pat.count("M"),
-            "moe_layers": pat.count("E"),
-            "attention_layers": pat.count("*"),
-        }
-        moe = replace(moe, moe_layers=pat.count("E")) if moe else None
-        return pat.count("*") or layers, hybrid, moe
-    return layers, None, moe
+    windows = {k.sliding_window for k in plan.kinds if k.sliding_window}
+    sinks = any(k.sink for k in plan.kinds)
+    if windows or sinks:
+        return {"sliding_window": min(windows) if windows else None, "attention_sinks": sinks}
+    return None
 
 
-def _sizes(cfg: dict[str, Any], origin: str) -> tuple[int, int, int]:
-    try:
-        return int(cfg["hidden_size"]), int(cfg["num_hidden_layers"]), int(cfg["num_attention_heads"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise BadInputError(
-            f"{origin}: config.json lacks a usable {exc} (hidden_size / num_hidden_layers / "
-            "num_attention_heads)"
-        ) from exc
+def _quant_note(scheme: QuantScheme, quant: str, moe: MoeShape | None) -> str | None:
+    parts = []
+    if moe is not None and scheme.experts != scheme.linear:
+        parts.append(f"routed experts {scheme.experts}, other linear layers {scheme.linear}")
+    if ((scheme.experts or scheme.linear) if moe else scheme.linear) != quant:
+        parts.append(f"read as {quant}, the nearest quant probe has probes for")
+    return "; ".join(parts) or None
+
+
+def _shape(cfg: Cfg) -> tuple[int, int, int]:
+    layers = cfg.opt_int("num_hidden_layers")
+    for key in ("hybrid_override_pattern", "layers_block_type"):  # NemotronHConfig: one layer per entry
+        if layers is None and isinstance(cfg.data.get(key), (str, list)):
+            layers = len(cfg.data[key]) or None
+    if layers is None:
+        layers = cfg.need_int("num_hidden_layers")
+    return cfg.need_int("hidden_size"), layers, cfg.need_int("num_attention_heads")
 
 
 def profile_from_config(
     config: dict[str, Any], *, name: str, origin: str, hf_quant: dict[str, Any] | None = None
 ) -> ModelProfile:
     """Derive a profile from a Hugging Face config.json (nested ``text_config`` handled)."""
-    cfg, text = _text_config(config)
-    hidden, layers, heads = _sizes(cfg, origin)
-    mla = _mla_shape(cfg)
-    head_dim = (
-        mla.qk_nope_head_dim + mla.qk_rope_head_dim
-        if mla
-        else int(_first(cfg, "head_dim") or hidden // heads)
-    )
-    attn_layers, hybrid, moe = _hybrid_layers(cfg, layers, _moe_shape(cfg, layers, origin))
-    quant = quant_from_config(cfg, hf_quant)
-    archs = tuple(config.get("architectures") or [])
+    data, text = _text_config(config)
+    cfg = Cfg(data, origin)
+    model_type = str(data.get("model_type") or "unknown")
+    top_type = str(config.get("model_type") or model_type)
+    hidden, layers, heads = _shape(cfg)
+    plan = read_layers(cfg, model_type, layers, heads, hidden)
+    moe = read_moe(cfg, model_type, top_type, layers, hidden)
+    scheme = read_quant(config, text, hf_quant, first_moe_layer=_first_moe_layer(cfg))
+    if moe is not None:
+        moe = replace(moe, scheme=scheme.experts)
+    read_as = (scheme.experts or scheme.linear) if moe is not None else scheme.linear
+    quant = _PROBE_QUANT.get(read_as, read_as)
+    quant = quant if quant in QUANTS else "bf16"
+    mla = _mla_shape(cfg) if any(k.mla for k in plan.kinds) else None
+    archs = tuple(str(a) for a in config.get("architectures") or [])
     profile = ModelProfile(
         name=name,
         slug=norm(name).replace("/", "--"),
-        model_type=str(config.get("model_type") or cfg.get("model_type") or "unknown"),
+        model_type=top_type,
         text_model_type=str(text["model_type"]) if text and text.get("model_type") else None,
         architectures=archs,
         vllm_text_architecture=archs[0] if archs else None,
         num_hidden_layers=layers,
         hidden_size=hidden,
         num_attention_heads=heads,
-        num_key_value_heads=int(_first(cfg, "num_key_value_heads") or heads),
-        head_dim=head_dim,
+        num_key_value_heads=cfg.opt_int("num_key_value_heads") or heads,
+        head_dim=mla.qk_nope_head_dim + mla.qk_rope_head_dim if mla else plan_head(plan, cfg, hidden, heads),
         mla=mla,
         moe=moe,
-        dense_intermediate=None if moe else cfg.get("intermediate_size"),
-        attention_layers=attn_layers,
-        hybrid=hybrid,
-        mtp_layers=int(_first(cfg, "num_nextn_predict_layers", "mtp_num_hidden_layers") or 0),
+        dense_intermediate=None if moe else cfg.opt_int("intermediate_size"),
+        attention_layers=plan.attention_layers or layers,
+        hybrid=_legacy_hybrid(cfg, plan),
+        mtp_layers=cfg.opt_int("num_nextn_predict_layers", "mtp_num_hidden_layers", minimum=0) or 0,
         quant=quant,
         quant_formats=(quant,),
-        max_context=_first(cfg, "max_position_embeddings"),
-        vocab_size=int(cfg.get("vocab_size") or 1),
+        quant_note=_quant_note(scheme, quant, moe),
+        max_context=cfg.opt_int("max_position_embeddings"),
+        vocab_size=cfg.opt_int("vocab_size") or 1,
         sources={"config.json": origin},
         origin=origin,
+        attention_kinds=plan.kinds,
+        mixer_layers=plan.mixers,
+        quant_scheme=scheme,
     )
     try:
         return check_profile(profile)
     except ValueError as exc:
-        raise BadInputError(f"{origin}: {exc}") from exc
+        raise UsageError(f"{origin}: {exc}") from exc
+
+
+def plan_head(plan: LayerPlan, cfg: Cfg, hidden: int, heads: int) -> int:
+    """The headline head size: the config's ``head_dim`` (else hidden / heads), as vLLM's get_head_size."""
+    return (
+        cfg.opt_int("head_dim", minimum=0) or cfg.opt_int("hidden_size_per_head") or max(1, hidden // heads)
+    )
+
+
+def _first_moe_layer(cfg: Cfg) -> int:
+    freq = cfg.data.get("moe_layer_freq")
+    if isinstance(freq, list):
+        return next((i for i, f in enumerate(freq) if f), 0)
+    return cfg.opt_int("first_k_dense_replace", minimum=0) or 0
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise UsageError(f"{path}: {size} bytes is too large for a {what} (limit {MAX_CONFIG_BYTES})")
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise UsageError(f"{path}: not a readable JSON {what} ({type(exc).__name__}: {exc})") from exc
 
 
 def profile_from_path(path: Path, *, name: str | None = None) -> ModelProfile:
     cfg_path = path / "config.json" if path.is_dir() else path
     if not cfg_path.is_file():
         raise UsageError(f"{path}: no config.json in this folder")
-    try:
-        config = json.loads(cfg_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInputError(f"{cfg_path}: not a readable JSON config ({exc})") from exc
+    config = _read_json(cfg_path, "config")
     if not isinstance(config, dict):
-        raise BadInputError(f"{cfg_path}: a config.json holds a JSON object")
+        raise UsageError(f"{cfg_path}: a config.json holds a JSON object")
     hf_quant = None
     hq = cfg_path.parent / "hf_quant_config.json"
     if hq.is_file():
         try:
-            hf_quant = json.loads(hq.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            log.warning("%s: unreadable, ignored", hq)
+            hf_quant = _read_json(hq, "hf_quant_config.json")
+        except UsageError as exc:
+            log.warning("%s, ignored", exc)
     label = name or (cfg_path.parent.name if cfg_path.name == "config.json" else cfg_path.stem)
     if label.startswith("models--"):
         label = label[len("models--") :].replace("--", "/")

@@ -81,7 +81,8 @@ def closest_names(text: str, n: int = 5) -> list[str]:
     for prof in load_profiles():
         for name in [prof.name, *prof.aliases]:
             pool[norm(name)] = name
-    return [pool[k] for k in difflib.get_close_matches(norm(text), list(pool), n=n, cutoff=0.4)]
+    key = norm(text)[: max(map(len, pool), default=0) + 2]  # a very long text: its start is the name
+    return [pool[k] for k in difflib.get_close_matches(key, list(pool), n=n, cutoff=0.4)]
 
 
 def _with_quant(prof: ModelProfile, quant: str | None) -> ModelProfile:
@@ -116,10 +117,31 @@ def hf_cache_dirs() -> list[Path]:
     return dirs
 
 
+MAX_PATH_CHARS = 4096  # PATH_MAX on Linux: longer text is no file name (and makes the OS raise)
+
+
+def as_model_path(text: str) -> Path | None:
+    """``text`` as an existing config.json / model folder, or None (never raises for odd text)."""
+    if not text or len(text) > MAX_PATH_CHARS or "\x00" in text:
+        return None
+    try:
+        path = Path(text).expanduser()
+        return path if path.is_dir() or path.is_file() else None
+    except (OSError, ValueError, RuntimeError):  # a name too long, a bad ~user
+        return None
+
+
 def find_in_hf_cache(repo_id: str) -> Path | None:
     """The newest snapshot's config.json of ``org/name`` in the local HF cache (no network)."""
-    if repo_id.count("/") != 1:
+    if repo_id.count("/") != 1 or len(repo_id) > 255:
         return None
+    try:
+        return _cached_config(repo_id)
+    except OSError:
+        return None
+
+
+def _cached_config(repo_id: str) -> Path | None:
     folder = "models--" + repo_id.replace("/", "--")
     for cache in hf_cache_dirs():
         base = cache / folder
@@ -147,16 +169,17 @@ def resolve_model(text: str) -> ModelProfile:
     prof = find_profile(text)
     if prof is not None:
         return prof
-    path = Path(text).expanduser()
-    if path.is_dir() or path.is_file():
+    path = as_model_path(text)
+    if path is not None:
         return profile_from_path(path)
     cached = find_in_hf_cache(text.strip())
     if cached is not None:
         return profile_from_path(cached.parent, name=text.strip())
     close = closest_names(text)
     hint = f"did you mean: {', '.join(close)}?" if close else "run `probe models` for the list"
+    shown = text if len(text) <= 120 else f"{text[:60]}…({len(text)} characters)"
     raise UsageError(
-        f"unknown model {text!r} (not a profile, a config.json path, or a model in the local "
+        f"unknown model {shown!r} (not a profile, a config.json path, or a model in the local "
         f"Hugging Face cache)",
         hint=hint + " — or pass a path to a config.json / model folder",
     )

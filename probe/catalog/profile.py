@@ -10,13 +10,15 @@ into a ``DataFileError``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 
+from probe.catalog.layers import SCHEMES, AttentionKind, QuantScheme, Routing, attention_kind_from_dict
 from probe.catalog.quants import QUANTS
 from probe.errors import UsageError
 
-Activation = Literal["silu", "relu2", "swigluoai"]
+# the experts' activation as the config names it ("relu2": nemotron_h's non-gated squared ReLU)
+Activation = Literal["silu", "gelu", "gelu_tanh", "relu2", "swigluoai"]
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,9 @@ class MoeShape:
     activation: Activation = "silu"
     latent_size: int | None = None  # LatentMoE: expert GEMMs run at this width
     moe_layers: int | None = None
+    routing: Routing | None = None  # None: probe/data/oracle_routing.json by model_type
+    scheme: str | None = None  # the experts' own quant scheme (one of SCHEMES); None: the profile's quant
+    hash_layers: int = 0  # the first MoE layers route by token hash, without a score bias (DeepSeek-V4)
 
 
 @dataclass(frozen=True)
@@ -76,10 +81,48 @@ class ModelProfile:
     sources: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     origin: str = "catalog"  # 'catalog' or the config.json it was derived from
+    # per distinct layer type, as vLLM builds the layers (probe.catalog.layers); empty for a packaged
+    # profile that does not list them: one kind derived from the fields above (layer_kinds())
+    attention_kinds: tuple[AttentionKind, ...] = ()
+    mixer_layers: tuple[tuple[str, int], ...] = ()  # layers without a KV cache: (vLLM mamba_type, count)
+    quant_scheme: QuantScheme | None = None
 
     @property
     def is_moe(self) -> bool:
         return self.moe is not None
+
+    def layer_kinds(self) -> tuple[AttentionKind, ...]:
+        """The distinct attention layer kinds: as read from a config (possibly none: no layer goes
+        through vLLM's attention selector), else derived from a packaged profile's fields (its
+        ``hybrid`` counts of sliding / full layers when it has them)."""
+        if self.attention_kinds or self.origin != "catalog":
+            return self.attention_kinds
+        hybrid = self.hybrid or {}
+        window = hybrid.get("sliding_window")
+        base = AttentionKind(
+            head_size=self.mla.kv_lora_rank + self.mla.qk_rope_head_dim if self.mla else self.head_dim,
+            num_heads=self.num_attention_heads,
+            num_kv_heads=1 if self.mla else self.num_key_value_heads,
+            layers=self.attention_layers,
+            sliding_window=window if isinstance(window, int) and window > 0 else None,
+            sink=bool(hybrid.get("attention_sinks")),
+            mla=self.mla is not None,
+        )
+        sliding, full = hybrid.get("sliding_attention"), hybrid.get("full_attention")
+        if base.sliding_window and isinstance(sliding, int) and isinstance(full, int) and sliding > 0 < full:
+            return replace(base, layers=sliding), replace(base, layers=full, sliding_window=None)
+        return (base,)
+
+    def mixers(self) -> tuple[tuple[str, int], ...]:
+        """Layers without a KV cache of the attention selector's (vLLM ``mamba_type`` name, count)."""
+        if self.mixer_layers or self.origin != "catalog":
+            return self.mixer_layers
+        hybrid = self.hybrid or {}
+        out = [
+            ("gdn_attn", hybrid.get("linear_attention_gated_deltanet")),
+            ("mamba2", hybrid.get("mamba2_layers")),
+        ]
+        return tuple((k, n) for k, n in out if isinstance(n, int) and n > 0)
 
     def names(self) -> list[str]:
         ids = [i for ids in self.hf_repo_ids.values() for i in ids]
@@ -119,7 +162,7 @@ class ModelProfile:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, in field order of the packaged files (tuples as lists)."""
         data = asdict(self)
-        data["moe"] = asdict(self.moe) if self.moe else None
+        data["moe"] = _moe_dict(self.moe) if self.moe else None
         data["mla"] = asdict(self.mla) if self.mla else None
         order = [
             "name", "slug", "aliases", "hf_repo_ids", "user_report_variant", "model_type", "text_model_type",
@@ -128,7 +171,21 @@ class ModelProfile:
             "dense_intermediate", "attention_layers", "hybrid", "mtp_layers", "quant", "quant_formats",
             "quant_note", "max_context", "vocab_size", "field_status", "sources", "notes", "origin",
         ]  # fmt: skip
-        return {k: list(data[k]) if isinstance(data[k], tuple) else data[k] for k in order}
+        out = {k: list(data[k]) if isinstance(data[k], tuple) else data[k] for k in order}
+        if self.attention_kinds or self.mixer_layers or self.quant_scheme:  # a per-layer reading
+            out["attention_kinds"] = [k.spec() for k in self.attention_kinds]
+            out["mixer_layers"] = dict(self.mixer_layers)
+            out["quant_scheme"] = asdict(self.quant_scheme) if self.quant_scheme else None
+        return out
+
+
+def _moe_dict(moe: MoeShape) -> dict[str, Any]:
+    """The MoE shape as the packaged files write it (the per-layer reading's fields when set)."""
+    out = asdict(moe)
+    for key, default in (("routing", None), ("scheme", None), ("hash_layers", 0)):
+        if out[key] == default:
+            del out[key]
+    return out
 
 
 # ---------------------------------------------------------------- validation of the packaged JSON
@@ -138,7 +195,7 @@ _POSITIVE = {"experts", "top_k", "intermediate", "num_hidden_layers", "hidden_si
              "num_key_value_heads", "head_dim", "attention_layers", "vocab_size"}  # fmt: skip
 _MOE_FIELDS = {"experts": _INT, "top_k": _INT, "intermediate": _INT, "shared_experts": _INT,
                "shared_intermediate": _OPT_INT, "activation": _STR, "latent_size": _OPT_INT,
-               "moe_layers": _OPT_INT}  # fmt: skip
+               "moe_layers": _OPT_INT, "scheme": _OPT_STR, "hash_layers": _INT}  # fmt: skip
 _MLA_FIELDS = {"q_lora_rank": _OPT_INT, "kv_lora_rank": _INT, "qk_nope_head_dim": _INT,
                "qk_rope_head_dim": _INT, "v_head_dim": _INT}  # fmt: skip
 _SCALARS = {"name": _STR, "slug": _STR, "model_type": _STR, "num_hidden_layers": _INT, "hidden_size": _INT,
@@ -198,12 +255,52 @@ def _quants(where: str, value: Any) -> tuple[str, ...]:
     return out
 
 
+def _routing_from_dict(where: str, raw: Any) -> Routing:
+    raw = _only(where, raw, {"scoring_func", "renormalize", "num_expert_group", "has_e_score_bias"})
+    group = raw.get("num_expert_group")
+    if not isinstance(raw.get("scoring_func", "softmax"), str) or (
+        group is not None and (type(group) is not int or group <= 0)
+    ):
+        raise ValueError(f"{where}: scoring_func is text, num_expert_group a positive integer or null")
+    if any(type(raw.get(k, True)) is not bool for k in ("renormalize", "has_e_score_bias")):
+        raise ValueError(f"{where}: renormalize / has_e_score_bias are true or false")
+    return Routing(**raw)
+
+
 def moe_shape_from_dict(where: str, raw: Any) -> MoeShape:
-    raw = _only(where, raw, set(_MOE_FIELDS))
+    raw = _only(where, raw, {*_MOE_FIELDS, "routing"})
     values = _scalars(where, raw, _MOE_FIELDS, {"experts", "top_k", "intermediate"})
     if values.get("activation", "silu") not in get_args(Activation):
         raise ValueError(f"{where}.activation: one of {', '.join(get_args(Activation))}")
+    if values.get("scheme") is not None and values["scheme"] not in SCHEMES:
+        raise ValueError(f"{where}.scheme: one of {', '.join(SCHEMES)}")
+    if raw.get("routing") is not None:
+        values["routing"] = _routing_from_dict(f"{where}.routing", raw["routing"])
     return MoeShape(**values)
+
+
+def _quant_scheme_from_dict(where: str, raw: Any) -> QuantScheme:
+    raw = _only(where, raw, {"method", "linear", "experts", "kv_cache"})
+    if not all(raw.get(k) is None or isinstance(raw[k], str) for k in raw) or "linear" not in raw:
+        raise ValueError(f"{where}: method / linear / experts / kv_cache are text (linear required)")
+    return QuantScheme(**raw)
+
+
+def _layer_fields(where: str, raw: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    kinds = raw.get("attention_kinds") or []
+    if not isinstance(kinds, list):
+        raise ValueError(f"{where}.attention_kinds: expected a list")
+    out["attention_kinds"] = tuple(
+        attention_kind_from_dict(f"{where}.attention_kinds[{i}]", k) for i, k in enumerate(kinds)
+    )
+    mixers = raw.get("mixer_layers") or {}
+    if not isinstance(mixers, dict) or not all(type(v) is int and v > 0 for v in mixers.values()):
+        raise ValueError(f"{where}.mixer_layers: expected an object of positive integers")
+    out["mixer_layers"] = tuple(sorted(mixers.items()))
+    if raw.get("quant_scheme") is not None:
+        out["quant_scheme"] = _quant_scheme_from_dict(f"{where}.quant_scheme", raw["quant_scheme"])
+    return out
 
 
 def mla_shape_from_dict(where: str, raw: Any) -> MlaShape:
@@ -232,7 +329,7 @@ def _collections(where: str, raw: dict[str, Any]) -> dict[str, Any]:
         out["mla"] = mla_shape_from_dict(f"{where}.mla", raw["mla"])
     if "quant_formats" in raw:
         out["quant_formats"] = _quants(f"{where}.quant_formats", raw["quant_formats"])
-    return out
+    return out | _layer_fields(where, raw)
 
 
 _ALL_FIELDS = {f.name for f in fields(ModelProfile)}

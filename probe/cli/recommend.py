@@ -53,6 +53,12 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         help="speculative decoding method of --speculative-config (mtp, eagle3, ngram, …)",
     )
     p.add_argument("--why-not", metavar="BACKEND", help="print the evidence against one backend")
+    p.add_argument(
+        "--ask-vllm",
+        metavar="PYTHON",
+        help="ask this Python's vLLM about the model now (needed for models vLLM's published checks do not "
+        "cover, e.g. a config.json; ~20 s, then cached; 'this' = this interpreter)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -84,6 +90,7 @@ def execute(args: argparse.Namespace) -> int:
     from probe.recommend.types import Deployment
 
     kv = "fp8" if args.kv_cache_dtype.startswith("fp8") else args.kv_cache_dtype
+    asked = _ask(args) if args.ask_vllm else None
     rec = recommend(
         args.model,
         matrices=[Path(m) for m in args.matrix] if args.matrix else None,
@@ -94,6 +101,7 @@ def execute(args: argparse.Namespace) -> int:
         scan=Path(args.scan) if args.scan else None,
         deploy=Deployment(kv_cache_dtype=kv, ep=args.ep, dp=args.dp, speculative=args.speculative),
         why_not=args.why_not,
+        asked=asked,
     )
     r = rec.to_dict()
     found = rec.found
@@ -108,6 +116,25 @@ def execute(args: argparse.Namespace) -> int:
         return 0
     _print_answer(r, found)
     return 0 if found else EXIT_NOTHING_TO_COMPARE
+
+
+def _ask(args: argparse.Namespace) -> Any:
+    """vLLM's own verdicts for the model on the GPU, asked now in the given Python (``--ask-vllm``)."""
+    import sys
+
+    from probe.catalog.gpus import parse_target
+    from probe.errors import UsageError
+    from probe.oracle.ask import ask
+    from probe.recommend.gather import AskedCells
+    from probe.recommend.recommender import model_profile
+
+    if not args.gpu:
+        raise UsageError("--ask-vllm needs --gpu: the GPU to ask vLLM about")
+    python = sys.executable if args.ask_vllm == "this" else args.ask_vllm
+    got = ask(model_profile(args.model, args.quant), parse_target(args.gpu, known_only=True), python, args.tp)
+    if got.skipped:
+        raise UsageError(f"--ask-vllm {python}: vLLM could not be asked: {got.skipped}")
+    return AskedCells(got.cells, got.vllm, f"vLLM {got.vllm} asked with --ask-vllm ({python})")
 
 
 _WORDS = {

@@ -1,31 +1,26 @@
 """Parent side, step 1: turn GPU targets x model profiles into the oracle child's request.
 
-Typed, JSON-ready queries: one :class:`AttentionQuery` per model (what vLLM's ``Attention`` /
-``MLAAttention`` layer hands the selector: head size — ``kv_lora_rank + qk_rope_head_dim`` for
-MLA —, bf16, kv-cache ``auto``, no user block size, sinks, sliding window) and one
-:class:`MoeQuery` per MoE model x quant format it ships in x TP size (the experts' GEMM width is
-the LatentMoE ``latent_size`` when the profile has one; a TP that does not divide the intermediate
-size is left out, as vLLM asserts on it).
+Typed, JSON-ready queries: one :class:`AttentionQuery` per distinct attention layer kind of a model
+(:meth:`~probe.catalog.profile.ModelProfile.layer_kinds`: what each of vLLM's ``Attention`` /
+``MLAAttention`` layers hands the selector — head size, ``kv_lora_rank + qk_rope_head_dim`` for MLA,
+Gemma-4's ``global_head_dim`` on its global layers —, bf16, kv-cache ``auto``, no user block size,
+sinks, sliding window, sparse MLA) and one :class:`MoeQuery` per MoE model x quant scheme x TP size:
+for a model read from a config, the routed experts' own scheme (which can differ from the model's
+headline quant); for a catalog profile, each quant format it ships in. The experts' GEMM width is the
+LatentMoE ``latent_size`` when the profile has one; a TP that does not divide the intermediate size
+is left out, as vLLM asserts on it.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from functools import cache
 from typing import Any
 
-from probe.catalog import datafiles
 from probe.catalog.gpus import Gpu
-from probe.catalog.models import ModelProfile, quantization_config
-from probe.errors import DataFileError
+from probe.catalog.layers import VLLM_MOE_ACTIVATION, AttentionKind, routing_of
+from probe.catalog.models import QUANTS, ModelProfile, quantization_config
 
 DEFAULT_TPS: tuple[int, ...] = (1, 2, 4)
-
-
-# The profile's activation as vLLM's model code hands it to FusedMoE: nemotron_h experts are non-gated
-# squared-ReLU (`activation_without_mul(config.mlp_hidden_act)` -> MoEActivation.RELU2_NO_MUL), not the
-# gated RELU2 that the gated kernels check for.
-VLLM_MOE_ACTIVATION = {"relu2": "relu2_no_mul"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +47,8 @@ class AttentionQuery:
     kv_cache_dtype: str = "auto"
     block_size: int | None = None
     attn_type: str = "decoder"
+    kind: str = ""  # the layer kind's label (AttentionKind.label) when the model has several
+    layers: int = 0  # how many of the model's layers are of this kind
 
 
 @dataclass(frozen=True)
@@ -82,45 +79,40 @@ class OracleRequest:
         }
 
 
-@cache
-def _routing_table() -> dict[str, Any]:
-    data = datafiles.read_json("oracle_routing.json")
-    if not isinstance(data, dict) or not isinstance(data.get("model_types"), dict) or "default" not in data:
-        raise DataFileError("probe/data/oracle_routing.json: needs 'default' and 'model_types'")
-    return data
-
-
-def routing_for(profile: ModelProfile) -> dict[str, Any]:
-    table = _routing_table()
-    key = profile.text_model_type or profile.model_type
-    return dict(
-        table["model_types"].get(key) or table["model_types"].get(profile.model_type) or table["default"]
-    )
-
-
-def attention_query(profile: ModelProfile) -> AttentionQuery:
-    hybrid = profile.hybrid or {}
-    head = profile.head_dim
-    if profile.mla is not None:
-        head = profile.mla.kv_lora_rank + profile.mla.qk_rope_head_dim
+def _attention_query(profile: ModelProfile, kind: AttentionKind, several: bool) -> AttentionQuery:
     return AttentionQuery(
         model=profile.slug,
-        head_size=head,
-        num_heads=profile.num_attention_heads,
-        num_kv_heads=profile.num_key_value_heads,
-        use_mla=profile.mla is not None,
-        has_sink=bool(hybrid.get("attention_sinks")),
-        has_sliding_window=hybrid.get("sliding_window") is not None,
+        head_size=kind.head_size,
+        num_heads=kind.num_heads,
+        num_kv_heads=kind.num_kv_heads,
+        use_mla=kind.mla,
+        has_sink=kind.sink,
+        has_sliding_window=kind.sliding_window is not None,
+        use_sparse=kind.sparse,
+        kind=kind.label if several else "",
+        layers=kind.layers if several else 0,
     )
+
+
+def attention_queries(profile: ModelProfile) -> list[AttentionQuery]:
+    """One query per distinct attention layer kind (none for a model whose layers all bypass vLLM's
+    generic selector, e.g. DeepSeek-V4's own sparse attention)."""
+    kinds = profile.layer_kinds()
+    return [_attention_query(profile, k, len(kinds) > 1) for k in kinds]
+
+
+def _moe_quants(profile: ModelProfile) -> list[str]:
+    if profile.moe is not None and profile.moe.scheme is not None:
+        return [profile.moe.scheme]  # read from a config: the experts' own scheme
+    return list(dict.fromkeys([*profile.quant_formats, profile.quant]))
 
 
 def moe_queries(profile: ModelProfile, tps: tuple[int, ...] = DEFAULT_TPS) -> list[MoeQuery]:
     moe = profile.moe
     if moe is None:
         return []
-    quants = list(dict.fromkeys([*profile.quant_formats, profile.quant]))
     out: list[MoeQuery] = []
-    for quant in quants:
+    for quant in _moe_quants(profile):
         for tp in tps:
             if moe.intermediate % tp:
                 continue
@@ -134,8 +126,8 @@ def moe_queries(profile: ModelProfile, tps: tuple[int, ...] = DEFAULT_TPS) -> li
                     hidden=moe.latent_size or profile.hidden_size,
                     intermediate=moe.intermediate,
                     activation=VLLM_MOE_ACTIVATION.get(moe.activation, moe.activation),
-                    routing=routing_for(profile),
-                    hf_quant_config=quantization_config(quant),
+                    routing=routing_of(profile),
+                    hf_quant_config=quantization_config(quant) if quant in QUANTS else None,
                 )
             )
     return out
@@ -144,6 +136,6 @@ def moe_queries(profile: ModelProfile, tps: tuple[int, ...] = DEFAULT_TPS) -> li
 def plan(gpus: list[Gpu], profiles: list[ModelProfile], tps: tuple[int, ...] = DEFAULT_TPS) -> OracleRequest:
     return OracleRequest(
         targets=tuple(Target.of(g) for g in gpus),
-        attention=tuple(attention_query(p) for p in profiles),
+        attention=tuple(q for p in profiles for q in attention_queries(p)),
         moe=tuple(q for p in profiles for q in moe_queries(p, tps)),
     )

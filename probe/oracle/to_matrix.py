@@ -4,7 +4,11 @@ One cell per distinct answer:
 
 * attention — ``predicted/vllm/attention/sm_<sm>/<model>/<backend>`` for every backend vLLM's
   priority lists name for the model's MLA-ness, plus ``…/auto`` (``details.selected``: what
-  ``--attention-backend`` unset picks there; ``details.auto_order``: the order it tried);
+  ``--attention-backend`` unset picks there; ``details.auto_order``: the order it tried). A model
+  with several attention layer kinds (Gemma-4's sliding and global layers, gpt-oss's sliding and
+  full ones) is asked per kind and gets one cell per backend all the same: ``ok`` only if vLLM
+  accepts the backend for every kind; ``details.kinds`` lists each kind's verdict and
+  ``details.refused_by`` the kind whose refusal (vLLM's message, ``root_cause``) decided it;
 * MoE — ``predicted/vllm/moe/sm_<sm>/<model>/<quant>/<backend>`` for every ``--moe-backend``
   value and ``auto``; when the verdict is the same at every TP asked, one cell with ``tp`` unset
   and ``details.tp_sizes`` listing them, else one cell per TP (``…/tp=<n>``).
@@ -70,6 +74,57 @@ def attention_cell(ans: OracleAnswer, q: AttentionQuery, vllm: str | None) -> Ce
     )
 
 
+def _kind_entry(ans: OracleAnswer, q: AttentionQuery) -> dict[str, Any]:
+    entry: dict[str, Any] = {"kind": q.kind, "layers": q.layers, "ok": ans.ok}
+    if ans.message:
+        entry["message"] = ans.message
+    if ans.extra.get("selected"):
+        entry["selected"] = ans.extra["selected"]
+    return entry
+
+
+def _deciding(group: list[tuple[OracleAnswer, AttentionQuery]]) -> tuple[OracleAnswer, AttentionQuery]:
+    """The answer that decides a multi-kind cell: the first refusal, else the first that could not
+    ask, else the model's main kind (most layers: the request lists it first)."""
+    for wanted in (False, None):
+        hit = next(((a, q) for a, q in group if a.ok is wanted), None)
+        if hit is not None:
+            return hit
+    return group[0]
+
+
+def attention_kinds_cell(group: list[tuple[OracleAnswer, AttentionQuery]], vllm: str | None) -> Cell:
+    """One cell for (sm, model, backend) over the model's attention kinds (see the module docstring)."""
+    if len(group) == 1:
+        return attention_cell(*group[0], vllm)
+    main_ans, main_q = group[0]
+    ans, q = _deciding(group)
+    cell = attention_cell(ans, q, vllm)
+    details = dict(cell.details)
+    details["kinds"] = [_kind_entry(a, k) for a, k in group]
+    if ans.ok is not True:
+        details["refused_by" if ans.ok is False else "not_asked_for"] = q.kind
+    picks = {e.get("selected") for e in details["kinds"]} - {None}
+    if main_ans.extra.get("selected"):
+        details["selected"] = main_ans.extra["selected"]
+    if len(picks) > 1:
+        details["selected_per_kind"] = {e["kind"]: e.get("selected") for e in details["kinds"]}
+    params = {
+        k: True for k in ("use_mla", "has_sink", "has_sliding_window") if any(getattr(x, k) for _, x in group)
+    }
+    fa = main_ans.extra.get("fa_version")
+    return cell.model_copy(
+        update={
+            "num_heads": main_q.num_heads,
+            "num_kv_heads": main_q.num_kv_heads,
+            "head_dim": main_q.head_size,
+            "fa_version": fa if isinstance(fa, int) else None,
+            "details": details,
+            "params": {**params, "attention_kinds": len(group)},
+        }
+    )
+
+
 def _verdict_key(ans: OracleAnswer) -> tuple[Any, ...]:
     return (ans.ok, ans.message, ans.extra.get("selected"), ans.extra.get("experts_class"))
 
@@ -129,13 +184,16 @@ def cells_from_run(request: OracleRequest, run: OracleRun) -> list[Cell]:
     if run.skipped:
         return [skipped_cell(run.skipped, vllm)]
     cells: list[Cell] = []
+    attn_groups: dict[tuple[int, str, str], list[tuple[OracleAnswer, AttentionQuery]]] = defaultdict(list)
     moe_groups: dict[tuple[int, str, str, str], list[tuple[OracleAnswer, MoeQuery]]] = defaultdict(list)
     for ans in run.answers:
         if ans.kind == "attention":
-            cells.append(attention_cell(ans, request.attention[ans.query], vllm))
+            q_attn = request.attention[ans.query]
+            attn_groups[(ans.sm, q_attn.model, ans.backend)].append((ans, q_attn))
         elif ans.kind == "moe":
             q = request.moe[ans.query]
             moe_groups[(ans.sm, q.model, q.quant, ans.backend)].append((ans, q))
+    cells += [attention_kinds_cell(group, vllm) for group in attn_groups.values()]
     for group in moe_groups.values():
         cells += moe_cells(group, vllm)
     return cells

@@ -5,7 +5,7 @@ that version. The version is, first found:
 
 1. ``--vllm X.Y.Z``;
 2. the vLLM of a scan report given with ``--scan`` (``probe scan --json`` of the image: a file's
-   ``package_version``, or an image's ``environments``);
+   ``package_version``, or an image's ``environments``), else the vLLM asked with ``--ask-vllm``;
 3. the vLLM installed beside this interpreter (``probe`` running inside the image);
 4. the vLLM of the measured matrix of the asked GPU;
 5. the newest version with published predictions.
@@ -141,12 +141,14 @@ def choose(
     scan: ScanFacts | None,
     measured: str | None,
     available: Iterable[str],
+    asked: str | None = None,
 ) -> AnswerVersion:
     """The answer's version (see the module docstring) and the predictions it uses."""
     published = list(available)
     picks = (
         (explicit and check_version(explicit), "--vllm"),
         (scan.vllm if scan is not None else None, "--scan"),
+        (asked, "asked with --ask-vllm"),
         (installed_vllm(), "installed in this Python"),
         (measured, "of the measured matrix"),
         (newest(published), "newest with published predictions"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from probe.catalog.gpus import parse_target
 from probe.catalog.models import find
@@ -22,6 +23,15 @@ from probe.recommend.answer_version import AnswerVersion
 from probe.recommend.sources import load_evidence
 from probe.recommend.types import EvidenceCell, LoadedEvidence, Request
 from probe.versions import release_line
+
+
+@dataclass(frozen=True)
+class AskedCells:
+    """vLLM's verdicts asked just now (``--ask-vllm``): matrix cells and the vLLM that gave them."""
+
+    cells: list[dict[str, Any]]
+    vllm: str | None
+    source: str
 
 
 @dataclass(frozen=True)
@@ -76,21 +86,26 @@ def gather(
     vllm: str | None = None,
     scan: Path | None = None,
     loaded: LoadedEvidence | None = None,
+    asked: AskedCells | None = None,
 ) -> Gathered:
     """The evidence, the GPU and the answer's vLLM version (see the module docstring). ``loaded``:
     evidence already read (``probe diff`` passes one matrix's cells)."""
     published = answer_version.published_predictions(paths) if loaded is None else {}
-    asked = parse_target(gpu, known_only=True).sm if gpu is not None else None
-    first = loaded if loaded is not None else load_evidence(paths, asked)
+    asked_sm = parse_target(gpu, known_only=True).sm if gpu is not None else None
+    first = loaded if loaded is not None else load_evidence(paths, asked_sm)
     sm, name = target_gpu(gpu, first.cells, paths)
     facts = answer_version.read_scan(scan) if scan is not None else None
-    version = answer_version.choose(vllm, facts, measured_vllm(first.cells, sm), published)
+    asked_vllm = asked.vllm if asked is not None else None
+    version = answer_version.choose(vllm, facts, measured_vllm(first.cells, sm), published, asked_vllm)
     cells, files = list(first.cells), list(first.files)
     if loaded is None and version.predictions is not None:
         more = load_evidence(paths, sm, predictions=version.predictions, gpu_files_only=True, reports=False)
         read = set(files)
         cells += [c for c in more.cells if c.source not in read]
         files += [f for f in more.files if f not in read]
+    if asked is not None:  # vLLM asked now about this model: its own checks, this version's
+        cells = [c for c in cells if c.get("basis") != "vllm_check"]
+        cells += [EvidenceCell(c, asked.source, asked.vllm) for c in asked.cells]
     kept = [c for c in cells if same_image_scan(c, version)]
     return Gathered(LoadedEvidence(kept, files), sm, name, version, facts)
 

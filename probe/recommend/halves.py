@@ -44,10 +44,15 @@ def _timing(cells: list[EvidenceCell], metric: str) -> float | None:
 
 
 def measured_exact(rel: select.Relevant, req: Request, role: str) -> list[Choice]:
-    """Rung 1: backends measured working at this model's shape (the kernel-level choices)."""
+    """Rung 1: backends measured working at this model's shape (the kernel-level choices); for attention,
+    at every head size the model's layers have (Gemma-4: its d=256 sliding and d=512 global layers)."""
     if role == "moe":
         return select.choices(rel.moe, "moe_backend", "forward_ms_b1", "measured")
-    return select.choices(rel.attention, "attention_backend", "decode_ms", "measured")
+    found = select.choices(rel.attention, "attention_backend", "decode_ms", "measured")
+    sizes = {k.head_size for k in req.profile.layer_kinds() if not k.mla}
+    if len(sizes) < 2:
+        return found
+    return [ch for ch in found if sizes <= {c.get("head_dim") for c in ch.ok_cells}]
 
 
 # ------------------------------------------------------------------ rung 2
@@ -101,18 +106,19 @@ def _label(role: str, s: tuple[int, ...]) -> str:
 def _vetoed(
     refused: dict[tuple[str, int | None], v.BackendVerdict], b: str, fa: int | None, cells: list[EvidenceCell]
 ) -> tuple[bool, str]:
-    """(ruled out, why not although refused): a refusal by vLLM's check of the same vLLM version as
-    the measurement, or by a field report, rules the backend out; one by another vLLM version is
-    said in the note (that version's check, not the measured one's)."""
+    """(ruled out, a caveat for the note) for a backend measured at another shape: a refusal by the
+    answer's vLLM's own check, or a field report of the failure, rules it out — the flag would be
+    refused, or the failure is known. A backend that is only unconfirmed (a hand rule, an ELF scan of
+    another image) is not: a measurement on this GPU outweighs both."""
     x = refused.get((b, fa)) or refused.get((b, None))
     if x is None:
         return False, ""
-    if x.steps[2].ok is False or x.check.source != "vllm_check":
+    if x.steps[2].ok is False or (x.check.source == "vllm_check" and x.check.ok is False):
         return True, ""
-    oracle_vllm = x.check.cells[0].vllm if x.check.cells else None
-    if x.check.ok is not False or oracle_vllm in {c.vllm for c in cells} or oracle_vllm is None:
-        return x.check.ok is False, ""
-    return False, f"; vLLM {oracle_vllm}'s own check refuses it ({x.check.reason.split(': ', 1)[-1]})"
+    measured = sorted({c.vllm for c in cells if c.vllm})
+    if x.check.ok is False and measured:
+        return False, f"; measured with vLLM {', '.join(measured)}; {x.check.reason}"
+    return False, ""
 
 
 def measured_nearest(
@@ -128,7 +134,12 @@ def measured_nearest(
     if role == "moe":
         target: tuple[int, ...] | None = _moe_target(req)
         pool = [
-            c for c in mine if c.evidence == "measured" and c.kind == "moe" and c.get("quant") == req.quant
+            c
+            for c in mine
+            if c.evidence == "measured"
+            and c.kind == "moe"
+            and c.get("quant") == req.quant
+            and select.same_activation(c, req)
         ]
         shape: Any = _moe_shape
         key, metric = "moe_backend", "forward_ms_b1"
@@ -155,8 +166,7 @@ def measured_nearest(
             f"measured at {at}, nearest to this model's {_label(role, target)} ({dist} octaves apart){caveat}"
         )
         out.append(Choice(b, fa, cells, [], _timing(cells, metric), None, "measured_nearest", note))
-    clean = [c for c in out if "own check refuses" not in c.note]
-    return clean or out  # backends another vLLM version refuses only when nothing else was measured
+    return out
 
 
 # ------------------------------------------------------------------ rungs 3 and 4

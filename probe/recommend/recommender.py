@@ -18,10 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from probe.catalog import models as catalog_models
 from probe.catalog.profile import ModelProfile
-from probe.errors import UsageError
 from probe.recommend import cautions, explain, halves, needs, reports, select, verdict
 from probe.recommend.flags import engine_arg_flags, flags_data, spell_flags
-from probe.recommend.gather import about, family_runs, gather
+from probe.recommend.gather import AskedCells, about, family_runs, gather
 from probe.recommend.halves import Half
 from probe.recommend.sources import default_matrix_paths
 from probe.recommend.types import (
@@ -41,14 +40,7 @@ if TYPE_CHECKING:
 
 def model_profile(model: str, quant: str | None) -> ModelProfile:
     """The profile asked for, in the quant asked for (else the one its name selects, else its default)."""
-    hit = catalog_models.find(model)
-    if hit is None and not Path(model).expanduser().exists() and "/" not in model:
-        close = catalog_models.closest_names(model)
-        raise UsageError(
-            f"unknown model {model!r}",
-            hint=(f"did you mean: {', '.join(close)}?" if close else "run `probe models`")
-            + " — or pass a config.json / model folder / cached HF id",
-        )
+    hit = catalog_models.find(model)  # else a config / folder / cached HF id (unknown: UsageError)
     prof, named_quant = hit if hit is not None else (catalog_models.resolve_model(model), None)
     return replace(prof, quant=quant or named_quant or prof.quant)
 
@@ -209,12 +201,12 @@ def _nothing_works(
         if h is None or h.choices:
             continue
         what = f"the {h.role} half of {req.name} ({req.quant}) on sm_{req.sm}"
-        measured = any(c.evidence == "measured" for c in rel.all)
+        measured = any(c.evidence == "measured" for c in (rel.moe if h.role == "moe" else rel.attention))
         if not verdict.oracle_cells(ctx.mine, req, h.role) and not measured:
             texts.append(
                 f"no evidence for {what}: vLLM {req.vllm or ''}'s checks were not asked for it and nothing "
-                f"was measured (run `probe predict --models {req.profile.slug}` with that vLLM, or `probe "
-                "run` on the GPU)"
+                "was measured at its shape (ask that vLLM now with `--ask-vllm PYTHON`, or `probe run` on "
+                "the GPU)"
             )
         else:
             texts.append(f"no working {h.role} backend for {req.name} ({req.quant}) on sm_{req.sm}")
@@ -237,6 +229,7 @@ def recommend(
     scan: Path | None = None,
     deploy: Deployment | None = None,
     why_not: str | None = None,
+    asked: AskedCells | None = None,
 ) -> Recommendation:
     """The recommendation for ``model`` on ``gpu`` (default: the GPU the matrices were measured on),
     for one vLLM version (``vllm``, else the one of ``scan``, the installed one, the measured one, the
@@ -245,7 +238,7 @@ def recommend(
     ``loaded``: evidence already read (``probe diff`` passes one matrix's cells); else the matrix
     files under ``matrices`` (default :func:`default_matrix_paths`) plus the packaged field reports.
     """
-    rec = _recommend(model, matrices, gpu, quant, tp, loaded, vllm, scan, deploy)
+    rec = _recommend(model, matrices, gpu, quant, tp, loaded, vllm, scan, deploy, asked)
     if why_not:
         rec = replace(rec, why_not=_why_not(why_not, rec))
     return rec
@@ -270,10 +263,11 @@ def _recommend(
     vllm: str | None,
     scan: Path | None,
     deploy: Deployment | None,
+    asked: AskedCells | None = None,
 ) -> Recommendation:
     prof = model_profile(model, quant)
     paths = matrices if matrices is not None else default_matrix_paths()
-    got = gather(paths, gpu, vllm=vllm, scan=scan, loaded=loaded)
+    got = gather(paths, gpu, vllm=vllm, scan=scan, loaded=loaded, asked=asked)
     req = Request.of(prof, prof.quant, tp, got.sm, got.version.vllm, deploy)
     mine = about(got.loaded.cells, req)
     scanned = got.scan.packages if got.scan else None

@@ -76,8 +76,21 @@ def moe_relevant(c: EvidenceCell, req: Request, flags: dict[str, Any]) -> bool:
         return True  # a shape-free fact (e.g. "triton is rejected for NVFP4"), or a model's own cell
     if c.get("experts") != req.experts or c.get("hidden") not in (req.moe_hidden, req.profile.hidden_size):
         return False
+    if not same_activation(c, req):
+        return False  # the layer probe ran gated SiLU experts: no evidence for relu2 / gelu experts
     shard_tp = _shard_tps(req).get(c.get("intermediate"))
     return shard_tp is not None and (req.tp is None or shard_tp == req.tp)
+
+
+def measured_activation(c: EvidenceCell) -> str:
+    """The experts' activation a MoE cell ran with (the layer probe: gated SiLU, SwiGLU-OAI for MXFP4)."""
+    act = (c.get("params") or {}).get("activation")
+    return str(act) if act else ("swigluoai" if c.get("quant") == "mxfp4" else "silu")
+
+
+def same_activation(c: EvidenceCell, req: Request) -> bool:
+    moe = req.profile.moe
+    return moe is None or measured_activation(c).replace("_no_mul", "") == moe.activation
 
 
 def _report_fits(c: EvidenceCell, req: Request, role: str) -> bool:
@@ -98,7 +111,8 @@ def attention_relevant(c: EvidenceCell, req: Request) -> bool:
     if ("MLA" in backend.upper()) != req.mla:
         return False
     if c.get("head_dim") is not None:  # the kernel cares about the head size; head counts vary by TP
-        return bool(c.get("head_dim") == req.profile.head_dim)
+        sizes = {k.head_size for k in req.profile.layer_kinds()} or {req.profile.head_dim}
+        return c.get("head_dim") in sizes
     if c.get("model"):
         return req.is_model(c.get("model"))
     return True

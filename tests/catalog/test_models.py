@@ -7,7 +7,7 @@ import json
 import pytest
 
 from probe.catalog.models import load_profiles, resolve_model
-from probe.errors import BadInputError, UsageError
+from probe.errors import UsageError
 
 REQUIRED = [
     "Qwen3.5-122B-A10B",
@@ -202,11 +202,12 @@ def test_config_json_variants(tmp_path, cfg, experts, inter, quant):
 
 
 def test_bad_config_json(tmp_path):
+    """A config given as the model is the user's input: a usage error (exit 2) naming the field."""
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "x"}))
-    with pytest.raises(BadInputError):
+    with pytest.raises(UsageError, match="num_hidden_layers"):
         resolve_model(str(tmp_path))
     (tmp_path / "config.json").write_text("{nope")
-    with pytest.raises(BadInputError):
+    with pytest.raises(UsageError, match="not a readable JSON config"):
         resolve_model(str(tmp_path))
 
 

@@ -55,7 +55,7 @@ def test_malformed_moe_shape_is_rejected():
     with pytest.raises(ValueError, match="top_k 300 > experts 256"):
         profile_from_dict({**raw, "moe": {**raw["moe"], "top_k": 300}})
     with pytest.raises(ValueError, match="activation"):
-        profile_from_dict({**raw, "moe": {**raw["moe"], "activation": "gelu"}})
+        profile_from_dict({**raw, "moe": {**raw["moe"], "activation": "swish"}})
     with pytest.raises(ValueError, match="missing experts"):
         profile_from_dict({**raw, "moe": {"top_k": 8, "intermediate": 1024}})
     with pytest.raises(ValueError, match="unknown fields"):

@@ -14,7 +14,7 @@ from probe.catalog.gpus import parse_target
 from probe.catalog.models import resolve_model
 from probe.matrix.schema import Matrix
 from probe.oracle.predict import run_child
-from probe.oracle.queries import attention_query, moe_queries, plan
+from probe.oracle.queries import attention_queries, moe_queries, plan
 from probe.oracle.to_matrix import build_matrix
 
 FAKE = Path(__file__).parent / "fake_vllm"
@@ -108,9 +108,13 @@ def test_version_without_adapter_is_skipped_with_the_reason():
 
 
 def test_plan_reads_the_profiles():
-    gpt = attention_query(resolve_model("120b"))
-    assert gpt.has_sink and gpt.has_sliding_window and gpt.head_size == 64
-    ds = attention_query(resolve_model("dsv3"))
+    # a packaged profile: its kinds derived from its fields (gpt-oss: 18 sliding + 18 full layers, sinks)
+    sliding, full = attention_queries(resolve_model("120b"))
+    assert (
+        sliding.has_sink and sliding.has_sliding_window and sliding.head_size == 64 and sliding.layers == 18
+    )
+    assert full.has_sink and not full.has_sliding_window and full.kind == "full+sink d=64 h=64/8"
+    (ds,) = attention_queries(resolve_model("dsv3"))
     assert ds.use_mla and ds.head_size == 576  # kv_lora_rank + qk_rope_head_dim
     sup = moe_queries(resolve_model("super"))
     assert {q.hidden for q in sup} == {1024}  # LatentMoE width
@@ -147,3 +151,54 @@ def test_a_verdict_does_not_depend_on_the_other_targets_asked(version, fake_vllm
     assert alone is True
     assert after_turing is alone
     assert deep_gemm_ok(("sm_90", "sm_75"), 75) is deep_gemm_ok(("sm_75",), 75) is False
+
+
+CONFIGS = Path(__file__).resolve().parents[1] / "data" / "configs"
+
+
+@pytest.fixture(scope="module")
+def config_matrix(fake_vllm_tree) -> tuple[Matrix, object]:
+    """Models read from real configs: Gemma-4 (sliding d=256 + global d=512 layers) and its NVFP4
+    export, Qwen3.6's NVFP4 export (W4A16 experts), DeepSeek-V4 (attention outside the selector)."""
+    names = ("google--gemma-4-26B-A4B", "nvidia--Qwen3.6-35B-A3B-NVFP4", "deepseek-ai--DeepSeek-V4-Flash")
+    req = plan([parse_target("sm_90")], [resolve_model(str(CONFIGS / n)) for n in names])
+    run = run_child(req, pythonpath=[str(fake_vllm_tree("v033"))], timeout_s=120)
+    assert run.skipped is None, run.skipped
+    return build_matrix(req, run), req
+
+
+def test_a_backend_is_accepted_only_if_every_attention_kind_is(config_matrix):
+    m, req = config_matrix
+    gemma = [q for q in req.attention if q.model == "google--gemma-4-26b-a4b"]
+    assert [(q.head_size, q.num_kv_heads, q.has_sliding_window, q.layers) for q in gemma] == [
+        (256, 8, True, 25),
+        (512, 2, False, 5),
+    ]
+    fa = cell(m, "predicted/vllm/attention/sm_90/google--gemma-4-26b-a4b/FLASH_ATTN")
+    assert fa.outcome.value == "unsupported"  # the fake FA takes head sizes <= 256: the global layers
+    assert fa.details["refused_by"] == "full d=512 h=16/2" and "head_size" in (fa.root_cause or "")
+    verdicts = {k["kind"]: k["ok"] for k in fa.details["kinds"]}
+    assert verdicts == {"sliding d=256 h=16/8": True, "full d=512 h=16/2": False}
+    assert (fa.head_dim, fa.num_heads, fa.num_kv_heads) == (256, 16, 8)  # the main kind's shape
+    assert fa.params["attention_kinds"] == 2
+    triton = cell(m, "predicted/vllm/attention/sm_90/google--gemma-4-26b-a4b/TRITON_ATTN")
+    assert triton.outcome.value == "ok" and "refused_by" not in triton.details
+
+
+def test_one_kind_keeps_the_cell_as_it_was(config_matrix):
+    m, _ = config_matrix
+    c = cell(m, "predicted/vllm/attention/sm_90/nvidia--qwen3.6-35b-a3b-nvfp4/FLASH_ATTN")
+    assert "kinds" not in c.details and "attention_kinds" not in c.params
+
+
+def test_moe_is_asked_with_the_experts_own_scheme(config_matrix):
+    m, req = config_matrix
+    schemes = {q.model: q.quant for q in req.moe}
+    assert schemes["nvidia--qwen3.6-35b-a3b-nvfp4"] == "nvfp4_w4a16"  # experts W4A16, linear layers FP8
+    assert schemes["deepseek-ai--deepseek-v4-flash"] == "mxfp4"  # expert_dtype fp4 under deepseek_v4_fp8
+    assert schemes["google--gemma-4-26b-a4b"] == "bf16"
+    assert not [q for q in req.attention if q.model == "deepseek-ai--deepseek-v4-flash"]
+    assert any(
+        c.id.startswith("predicted/vllm/moe/sm_90/nvidia--qwen3.6-35b-a3b-nvfp4/nvfp4_w4a16/")
+        for c in m.cells
+    )

@@ -258,5 +258,3 @@ def test_text_view_lists_each_ruled_out_backend_once_with_its_reason(probe_cli):
                              "--json").stdout)  # fmt: skip
     assert len(j["ruled_out"]) == len(ruled)
     assert sum(e["role"] == "ruled_out" for e in j["evidence"]) > len(ruled)
-
-
