@@ -85,13 +85,13 @@ class MoeOracle:
     def moe_config(self, q: dict[str, Any], backend: str) -> Any:
         import torch
 
-        parallel = dataclasses.replace(self.parallel_cls.make_no_parallel(), tp_size=q["tp"])
+        parallel = self.parallel(q)
         values = {
             "num_experts": q["experts"],
             "experts_per_token": q["top_k"],
             "hidden_dim": q["hidden"],
             "intermediate_size": q["intermediate"],
-            "num_local_experts": q["experts"],
+            "num_local_experts": q["experts"] // max(1, parallel.ep_size if q.get("ep") else 1),
             "num_logical_experts": q["experts"],
             "activation": self.activation(q["activation"]),
             "device": "cuda",
@@ -102,6 +102,15 @@ class MoeOracle:
         }
         names = {f.name for f in dataclasses.fields(self.config_cls) if f.init}
         return self.config_cls(**{k: v for k, v in values.items() if k in names})
+
+    def parallel(self, q: dict[str, Any]) -> Any:
+        """vLLM's MoE parallel config: TP shards the widths; with ``ep`` the experts are sharded over
+        tp x dp ranks instead (each holds whole widths; dp > 1 brings the all2all kernels)."""
+        base = self.parallel_cls.make_no_parallel()
+        if not q.get("ep"):
+            return dataclasses.replace(base, tp_size=q["tp"])
+        dp = int(q.get("dp") or 1)
+        return dataclasses.replace(base, tp_size=1, dp_size=dp, ep_size=q["tp"] * dp, use_ep=True)
 
     def quant_args(self, quant: str, spec: dict[str, Any], cfg: Any) -> dict[str, Any]:
         """The keyword arguments the quant method's ``__init__`` passes to the oracle."""

@@ -13,7 +13,7 @@ is left out, as vLLM asserts on it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from probe.catalog.gpus import Gpu
@@ -21,6 +21,10 @@ from probe.catalog.layers import VLLM_MOE_ACTIVATION, AttentionKind, routing_of
 from probe.catalog.models import QUANTS, ModelProfile, quantization_config
 
 DEFAULT_TPS: tuple[int, ...] = (1, 2, 4)
+#: the KV-cache dtypes every attention kind is asked with (vLLM's --kv-cache-dtype: auto, fp8)
+DEFAULT_KV_DTYPES: tuple[str, ...] = ("auto", "fp8")
+#: expert-parallel layouts asked beside TP: (tp, dp) with --enable-expert-parallel (EP size tp x dp)
+DEFAULT_EP: tuple[tuple[int, int], ...] = ((2, 1), (4, 1), (1, 2))
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,8 @@ class MoeQuery:
     activation: str
     routing: dict[str, Any] = field(default_factory=dict)
     hf_quant_config: dict[str, Any] | None = None
+    ep: bool = False  # --enable-expert-parallel: experts sharded over tp x dp ranks, widths whole
+    dp: int = 1
 
 
 @dataclass(frozen=True)
@@ -133,9 +139,19 @@ def moe_queries(profile: ModelProfile, tps: tuple[int, ...] = DEFAULT_TPS) -> li
     return out
 
 
-def plan(gpus: list[Gpu], profiles: list[ModelProfile], tps: tuple[int, ...] = DEFAULT_TPS) -> OracleRequest:
+def plan(
+    gpus: list[Gpu],
+    profiles: list[ModelProfile],
+    tps: tuple[int, ...] = DEFAULT_TPS,
+    kv_dtypes: tuple[str, ...] = DEFAULT_KV_DTYPES,
+    ep: tuple[tuple[int, int], ...] = DEFAULT_EP,
+) -> OracleRequest:
+    """Every target x model: attention per layer kind x KV-cache dtype, MoE per quant x TP and per
+    expert-parallel layout (``ep``: (tp, dp) pairs)."""
+    attention = [q for p in profiles for q in attention_queries(p)]
+    moe = [q for p in profiles for q in moe_queries(p, tps)]
     return OracleRequest(
         targets=tuple(Target.of(g) for g in gpus),
-        attention=tuple(q for p in profiles for q in attention_queries(p)),
-        moe=tuple(q for p in profiles for q in moe_queries(p, tps)),
+        attention=tuple(replace(q, kv_cache_dtype=kv) for kv in kv_dtypes for q in attention),
+        moe=tuple(moe + [replace(q, tp=tp, dp=dp, ep=True) for tp, dp in ep for q in moe if q.tp == 1]),
     )

@@ -54,7 +54,7 @@ _DROP = {"in_auto_order", "experts_classes", "selected_class"}
 def attention_cell(ans: OracleAnswer, q: AttentionQuery, vllm: str | None) -> Cell:
     fa = ans.extra.get("fa_version")
     return Cell(
-        id=f"predicted/vllm/attention/sm_{ans.sm}/{q.model}/{ans.backend}",
+        id=f"predicted/vllm/attention/sm_{ans.sm}/{q.model}/{ans.backend}" + _kv_suffix(q),
         kind="attention",
         evidence="predicted",
         basis="vllm_check",
@@ -70,7 +70,10 @@ def attention_cell(ans: OracleAnswer, q: AttentionQuery, vllm: str | None) -> Ce
         outcome=_outcome(ans),
         root_cause=ans.message,
         details=_details(ans),
-        params={k: True for k in ("use_mla", "has_sink", "has_sliding_window") if getattr(q, k)},
+        params={
+            **{k: True for k in ("use_mla", "has_sink", "has_sliding_window") if getattr(q, k)},
+            **({"kv_cache_dtype": q.kv_cache_dtype} if q.kv_cache_dtype != "auto" else {}),
+        },
     )
 
 
@@ -120,7 +123,7 @@ def attention_kinds_cell(group: list[tuple[OracleAnswer, AttentionQuery]], vllm:
             "head_dim": main_q.head_size,
             "fa_version": fa if isinstance(fa, int) else None,
             "details": details,
-            "params": {**params, "attention_kinds": len(group)},
+            "params": {**cell.params, **params, "attention_kinds": len(group)},
         }
     )
 
@@ -137,7 +140,7 @@ def moe_cells(group: list[tuple[OracleAnswer, MoeQuery]], vllm: str | None) -> l
     chosen = [(ans0, q0)] if same else sorted(group, key=lambda g: g[1].tp)
     cells = []
     for ans, q in chosen:
-        suffix = "" if same else f"/tp={q.tp}"
+        suffix = _parallel_suffix(q) + ("" if same else f"/tp={q.tp}")
         details = _details(ans)
         if same:
             details["tp_sizes"] = tps
@@ -161,10 +164,18 @@ def moe_cells(group: list[tuple[OracleAnswer, MoeQuery]], vllm: str | None) -> l
                 outcome=_outcome(ans),
                 root_cause=ans.message,
                 details=details,
-                params={"activation": q.activation},
+                params={"activation": q.activation, **({"ep": True, "dp": q.dp} if q.ep else {})},
             )
         )
     return cells
+
+
+def _kv_suffix(q: AttentionQuery) -> str:
+    return f"/kv={q.kv_cache_dtype}" if q.kv_cache_dtype != "auto" else ""
+
+
+def _parallel_suffix(q: MoeQuery) -> str:
+    return f"/ep/dp={q.dp}" if q.ep else ""
 
 
 def skipped_cell(reason: str, vllm: str | None) -> Cell:
@@ -184,15 +195,15 @@ def cells_from_run(request: OracleRequest, run: OracleRun) -> list[Cell]:
     if run.skipped:
         return [skipped_cell(run.skipped, vllm)]
     cells: list[Cell] = []
-    attn_groups: dict[tuple[int, str, str], list[tuple[OracleAnswer, AttentionQuery]]] = defaultdict(list)
-    moe_groups: dict[tuple[int, str, str, str], list[tuple[OracleAnswer, MoeQuery]]] = defaultdict(list)
+    attn_groups: dict[tuple[Any, ...], list[tuple[OracleAnswer, AttentionQuery]]] = defaultdict(list)
+    moe_groups: dict[tuple[Any, ...], list[tuple[OracleAnswer, MoeQuery]]] = defaultdict(list)
     for ans in run.answers:
         if ans.kind == "attention":
             q_attn = request.attention[ans.query]
-            attn_groups[(ans.sm, q_attn.model, ans.backend)].append((ans, q_attn))
+            attn_groups[(ans.sm, q_attn.model, q_attn.kv_cache_dtype, ans.backend)].append((ans, q_attn))
         elif ans.kind == "moe":
             q = request.moe[ans.query]
-            moe_groups[(ans.sm, q.model, q.quant, ans.backend)].append((ans, q))
+            moe_groups[(ans.sm, q.model, q.quant, ans.backend, q.ep, q.dp)].append((ans, q))
     cells += [attention_kinds_cell(group, vllm) for group in attn_groups.values()]
     for group in moe_groups.values():
         cells += moe_cells(group, vllm)
