@@ -1,5 +1,6 @@
 """Evidence for the recommender, one loader per source: measured matrix cells (with a matrix's own
-static section), static-scan predictions published next to the matrices, and packaged field reports.
+static section), static-scan predictions published next to the matrices, and field reports (the
+packaged base + ``$PROBE_REPORTS`` files), each applied at the vLLM version of the evidence for its GPU.
 
 The matrices are read as plain JSON with the structural checks of
 :mod:`probe.matrix.cell_rules` (the rules ``probe.matrix.schema`` enforces across cells), without
@@ -12,19 +13,21 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from probe.catalog import datafiles
+from probe.catalog import reports as catalog_reports
 from probe.errors import BadInputError, UsageError
 from probe.matrix import cell_rules
 from probe.matrix.scan_predictions import is_static_predictions, predicted_cell_dicts
+from probe.recommend.reports import report_cells
 from probe.recommend.types import EvidenceCell, LoadedEvidence
 
 log = logging.getLogger(__name__)
 
-REPORTED_FILE = "probe/data/reported.json"
+REPORTED_FILE = catalog_reports.PACKAGED
 
 
 def packaged_json(name: str) -> Any:
@@ -32,14 +35,33 @@ def packaged_json(name: str) -> Any:
     return datafiles.read_json(name)
 
 
-def reported_cells() -> list[EvidenceCell]:
-    """The packaged field reports (``probe/data/reported.json``; validated by the test suite), each
-    cell carrying what it ``applies`` to (:mod:`probe.recommend.reports`)."""
-    doc = packaged_json("reported.json")
-    return [
-        EvidenceCell({**r["cell"], "applies": r["applies"]}, REPORTED_FILE, r["cell"].get("vllm_version"))
-        for r in doc.get("reports", [])
-    ]
+def reported_cells(
+    versions_by_sm: Mapping[int, Mapping[str, str | None]] | None = None,
+    files: Sequence[str | os.PathLike[str]] | None = None,
+) -> list[EvidenceCell]:
+    """The field reports as evidence cells (:func:`probe.recommend.reports.report_cells`), each
+    carrying what it ``applies`` to. A report counts on a GPU only where its version range includes
+    that GPU's versions in ``versions_by_sm`` (``{120: {"vllm": "0.33.0"}}``; a GPU not named: no
+    version known, so open reports count and fixed ones do not). ``files``: extra report files
+    (default ``$PROBE_REPORTS``)."""
+    out = []
+    for r in catalog_reports.load_reports(files):
+        for sm in r.gpus:
+            status = r.status((versions_by_sm or {}).get(sm, {}))
+            if status.applies:
+                out += [EvidenceCell(c, r.origin, None) for c in report_cells(r, sm, status)]
+    return out
+
+
+def evidence_versions(cells: Iterable[EvidenceCell]) -> dict[int, dict[str, str | None]]:
+    """Per GPU, the vLLM version its evidence speaks of: measured cells' first, else predicted ones'
+    (the version the answer's flags are spelled for)."""
+    best: dict[int, tuple[int, str]] = {}
+    for c in cells:
+        sm, rank = c.get("gpu_sm"), {"measured": 2, "predicted": 1}.get(c.evidence, 0)
+        if isinstance(sm, int) and c.vllm and rank and rank > best.get(sm, (0, ""))[0]:
+            best[sm] = (rank, c.vllm)
+    return {sm: {"vllm": v} for sm, (_, v) in best.items()}
 
 
 def default_matrix_paths() -> list[Path]:
@@ -180,8 +202,9 @@ def _matrix_documents(doc: dict[str, Any], f: Path) -> list[Any]:
 def load_evidence(
     paths: Iterable[Path], only_sm: int | None = None, *, gpu_files_only: bool = False, reports: bool = True
 ) -> LoadedEvidence:
-    """All cells of all matrix / fleet / static-prediction files under ``paths`` plus the packaged
-    field reports. With ``only_sm``, matrices measured on another GPU (and holding no static
+    """All cells of all matrix / fleet / static-prediction files under ``paths`` plus the field
+    reports (packaged + ``$PROBE_REPORTS``; at the vLLM version of each GPU's evidence). With
+    ``only_sm``, matrices measured on another GPU (and holding no static
     section) are skipped, and of the per-GPU prediction files only ``sm_<only_sm>.json`` is read
     (without ``only_sm``, none). ``gpu_files_only``: only those per-GPU files (the second read,
     once the GPU of the measured matrix is known)."""
@@ -203,5 +226,5 @@ def load_evidence(
                 cells.extend(matrix_cells(m, f, only_sm))
         used.append(str(f))
     if reports:
-        cells.extend(reported_cells())
+        cells.extend(reported_cells(evidence_versions(cells)))
     return LoadedEvidence(cells, used)

@@ -107,7 +107,7 @@ def test_scan_document_cells_take_the_scanned_vllm_version():
 def test_reported_cells_cite_their_source():
     cells = reported_cells()
     assert cells and all(c.evidence == "reported" and c.get("citation") for c in cells)
-    assert {c.source for c in cells} == {"probe/data/reported.json"}
+    assert {c.source for c in cells} == {"probe/data/reports.json"}
 
 
 def test_load_evidence_reads_folders_and_adds_field_reports(tmp_path):
