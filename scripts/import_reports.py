@@ -73,6 +73,19 @@ def _versions_text(d: dict[str, Any], notes: list[str]) -> str | None:
     return "; ".join(dict.fromkeys(notes)) or None
 
 
+def seen_in(d: dict[str, Any], versions: dict[str, list[str]], text: str | None) -> str:
+    """The stack a report was seen in: vLLM when it names a vLLM version (exact or as written),
+    else SGLang when it names an SGLang one, else the repository of its thread."""
+    if d.get("seen_in"):
+        return str(d["seen_in"])
+    if "vllm" in versions or (text and re.search(r"\bvllm\b", text, re.I)):
+        return "vllm"
+    if "sglang" in versions or (text and "sglang" in text.lower()):
+        return "sglang"
+    m = re.match(r"https://github\.com/([^/]+/[^/]+)/", d.get("source") or "")
+    return vocab.REPOS.get(m.group(1), "other") if m else "other"
+
+
 def normalise(d: dict[str, Any]) -> dict[str, Any]:
     """A staging (or schema-3) entry in schema 3, in the file's field order."""
     notes: list[str] = []
@@ -91,6 +104,9 @@ def normalise(d: dict[str, Any]) -> dict[str, Any]:
         ],
     )
     out["versions_text"] = _versions_text(d, notes)
+    out["seen_in"] = seen_in(d, out["versions"], out["versions_text"])
+    if "model_specific" not in d:
+        out["model_specific"] = d["outcome"] not in vocab.GENERAL_OUTCOMES and d["outcome"] != "ok"
     if out.get("workaround") is not None and not any(out["workaround"].values()):
         out["workaround"] = None
     return {k: out.get(k) for k in FIELDS if out.get(k) is not None or k == "source"}

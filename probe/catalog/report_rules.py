@@ -19,12 +19,12 @@ from probe.versions import version_key
 
 SCHEMA_VERSION = 3
 FIELDS = (
-    "id", "source", "also", "citation", "date", "gpus", "gpu_names", "kind", "backend", "fa_version",
-    "quant", "features", "models", "model_specific", "versions", "versions_text", "introduced_in",
-    "fixed_in", "open_as_of", "outcome", "symptom", "root_cause", "workaround", "works_with",
-    "log_line", "checked", "phase", "exit_code", "shape", "timings",
+    "id", "source", "also", "citation", "date", "seen_in", "gpus", "gpu_names", "kind", "backend",
+    "fa_version", "quant", "features", "models", "model_specific", "versions", "versions_text",
+    "introduced_in", "fixed_in", "open_as_of", "outcome", "symptom", "root_cause", "workaround",
+    "works_with", "log_line", "checked", "phase", "exit_code", "shape", "timings",
 )  # fmt: skip
-REQUIRED = ("id", "date", "gpus", "kind", "backend", "outcome", "symptom", "root_cause", "checked")
+REQUIRED = ("id", "date", "seen_in", "gpus", "kind", "backend", "outcome", "symptom", "root_cause", "checked")
 SHAPE_KEYS = ("experts", "top_k", "hidden", "intermediate", "num_heads", "num_kv_heads", "head_dim")
 ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+/=-]{2,120}$")
 URL = re.compile(r"^https://[A-Za-z0-9.-]+\.[A-Za-z]{2,}(?::\d+)?(?:/[^\s]*)?$")
@@ -68,6 +68,8 @@ def _basic_problems(d: dict[str, Any]) -> list[str]:
             out.append(f"{key!r} must be one non-empty line")
     if d.get("date") is not None and not valid_date(d["date"]):
         out.append(f"date {d['date']!r} is not YYYY-MM-DD (or YYYY-MM / YYYY)")
+    if d.get("seen_in") is not None and d["seen_in"] not in vocab.STACKS:
+        out.append(f"seen_in {d['seen_in']!r} is not one of {', '.join(vocab.STACKS)}")
     if d.get("outcome") is not None and d["outcome"] not in vocab.OUTCOMES:
         out.append(f"outcome {d['outcome']!r} is not one of {', '.join(vocab.OUTCOMES)}")
     log_line = d.get("log_line")
@@ -146,8 +148,6 @@ def _feature_problems(d: dict[str, Any]) -> list[str]:
         out.append("'models' must be a list of model names")
     if not isinstance(d.get("model_specific", False), bool):
         out.append("'model_specific' must be true or false")
-    elif d.get("model_specific") and not d.get("models"):
-        out.append("a model-specific report must name its models")
     return out
 
 

@@ -19,6 +19,9 @@ Outcome = Literal[
     "ok", "wrong_output", "unsupported", "no_kernel_image", "jit_failed", "import_error", "api_mismatch",
     "kernel_init_failed", "device_fault", "oom", "timeout", "crashed", "degraded",
 ]  # fmt: skip
+Stack = Literal[
+    "vllm", "flashinfer", "deep_gemm", "sglang", "tensorrt_llm", "flash_attn", "flashmla", "cutlass", "other"
+]
 Kind = Literal["moe", "attention", "engine", "gemm", "sampler", "comm", "compile", "other"]
 
 
@@ -41,6 +44,7 @@ class ReportModel(BaseModel):
     also: list[str] = Field(default_factory=list, description="related threads / fix PRs")
     citation: str | None = Field(default=None, description="where the facts come from, when no URL")
     date: str = Field(description="date of the report: YYYY-MM-DD (YYYY-MM / YYYY when no day is given)")
+    seen_in: Stack = Field(description="the software stack it was seen in")
     gpus: list[int] = Field(min_length=1, description="compute capabilities it was seen on (120 = sm_120)")
     gpu_names: list[str] = Field(default_factory=list)
     kind: Kind

@@ -21,6 +21,40 @@ KINDS = ("moe", "attention", "engine", "gemm", "sampler", "comm", "compile", "ot
 #: probe's outcomes without ``skipped``, plus ``degraded``: it ran, but much slower (or on a fallback)
 OUTCOMES = (*(o.value for o in Outcome if o is not Outcome.SKIPPED), "degraded")
 
+#: failures that are a property of GPU x backend x quant (x features), not of one model's shape: a
+#: new report of one of these generalises to every model that matches unless it says otherwise
+#: (``model_specific``); a crash, a hang, wrong output or a slowdown is tied to the models it was seen
+#: on until a reviewer marks it general (scripts/import_reports.py, docs/reports.md)
+GENERAL_OUTCOMES = ("unsupported", "no_kernel_image", "jit_failed", "import_error", "kernel_init_failed")
+
+#: the software stack a report was seen in. vLLM runs FlashInfer's and DeepGEMM's own wheels, so
+#: their reports speak for vLLM as they are; the other stacks build their own binaries and gates
+#: (SGLang's sgl-kernel, TensorRT-LLM, the standalone flash-attn / FlashMLA / CUTLASS builds), so
+#: only how a shared kernel behaves carries over, not whether their build had code or accepted a GPU
+STACKS = (
+    "vllm",
+    "flashinfer",
+    "deep_gemm",
+    "sglang",
+    "tensorrt_llm",
+    "flash_attn",
+    "flashmla",
+    "cutlass",
+    "other",
+)
+SHARES_BINARIES_WITH_VLLM = ("vllm", "flashinfer", "deep_gemm")
+BUILD_OUTCOMES = ("no_kernel_image", "import_error", "jit_failed", "unsupported")
+REPOS = {
+    "vllm-project/vllm": "vllm",
+    "flashinfer-ai/flashinfer": "flashinfer",
+    "deepseek-ai/DeepGEMM": "deep_gemm",
+    "sgl-project/sglang": "sglang",
+    "NVIDIA/TensorRT-LLM": "tensorrt_llm",
+    "Dao-AILab/flash-attention": "flash_attn",
+    "deepseek-ai/FlashMLA": "flashmla",
+    "NVIDIA/cutlass": "cutlass",
+}
+
 #: probe's quant names (``probe.catalog.quants``) + formats no profile uses yet
 QUANTS = ("bf16", "fp16", "fp8", "fp8_block", "nvfp4", "mxfp4", "int4_w4a16", "int8", "w4a8", "mxfp8")
 QUANT_ALIASES = {"int4": "int4_w4a16", "w4a16": "int4_w4a16", "fp8_blockscale": "fp8_block"}

@@ -24,7 +24,7 @@ from typing import Any
 
 from probe.catalog import datafiles
 from probe.catalog import report_vocab as vocab
-from probe.catalog.names import norm
+from probe.catalog.names import model_key
 from probe.catalog.report_rules import FIELDS, file_problems
 from probe.catalog.report_versions import VersionStatus, version_status
 from probe.errors import BadInputError, DataFileError
@@ -46,6 +46,7 @@ class Report:
 
     id: str
     date: str
+    seen_in: str
     gpus: tuple[int, ...]
     kind: str
     backend: str
@@ -85,6 +86,13 @@ class Report:
     def failed(self) -> bool:
         """A failure that rules the backend out (not ``ok``, not ``degraded``)."""
         return self.outcome not in ("ok", "degraded")
+
+    @property
+    def speaks_for_vllm(self) -> bool:
+        """Whether this report is evidence about vLLM's own stack: any report seen in vLLM or in a
+        package vLLM runs as is; from another stack only a shared kernel's behaviour (wrong output,
+        a fault, a hang, a slowdown), not its build or gate (no kernel image, import, JIT, refusal)."""
+        return self.seen_in in vocab.SHARES_BINARIES_WITH_VLLM or self.outcome not in vocab.BUILD_OUTCOMES
 
     @property
     def where(self) -> str:
@@ -249,7 +257,7 @@ def matches(
         return False
     if features is not None and not features_fit(r.features, features):
         return False
-    return not (model and r.model_specific and norm(model) not in {norm(m) for m in r.models})
+    return not (model and r.model_specific and model_key(model) not in {model_key(m) for m in r.models})
 
 
 def reports_for(
