@@ -114,11 +114,12 @@ def recommendation_for(m: Matrix, model: str) -> dict[str, Any] | None:
     """``recommend`` on one matrix alone (packaged field reports add warnings only)."""
     from probe.errors import UsageError
     from probe.recommend.recommender import recommend
-    from probe.recommend.sources import evidence_versions, matrix_cells, reported_cells
+    from probe.recommend.sources import evidence_versions, mark_superseded, matrix_cells, reported_cells
     from probe.recommend.types import LoadedEvidence
 
     cells = matrix_cells(_matrix_dict(m), Path("<matrix>"))
     cells += reported_cells(evidence_versions(cells))
+    mark_superseded(cells)
     if m.provenance.gpu is None or m.provenance.gpu.sm is None:
         return None
     try:

@@ -13,7 +13,11 @@ Each cell carries ``applies``: the GPU, kind, backend, quant (``null``: any), th
 (model facts must match the model's profile; a report that needs a setting the default set-up does
 not turn on — FP8 KV cache, MTP, expert parallelism — does not apply; the reporter's own set-up,
 such as TP, is no condition) and its models (``model_specific``: only those; else any model that
-matches, and the answer names the model it was seen on).
+matches, and the answer names the model it was seen on). A report from another stack (SGLang,
+TensorRT-LLM, a standalone flash-attn build) counts only for how a shared kernel behaved, not for
+its own build or gate. A refusal (``unsupported``) seen on older vLLM versions than a vLLM check
+that accepts the backend for this model (``superseded_for``, :func:`probe.recommend.sources.mark_superseded`)
+no longer applies to it.
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ from __future__ import annotations
 from typing import Any
 
 from probe.catalog import report_vocab as vocab
+from probe.catalog.names import model_key
 from probe.catalog.report_versions import VersionStatus
 from probe.catalog.reports import Report, features_fit
 from probe.recommend.types import EvidenceCell, Request
+from probe.versions import version_key
 
 CELL_KINDS = ("moe", "attention", "engine")
 CONDITIONS = ("model", "setting")  # feature roles that limit where a report applies
@@ -46,6 +52,11 @@ def request_features(req: Request) -> dict[str, Any]:
     }
 
 
+def is_model(req: Request, name: Any) -> bool:
+    """``name`` (as a report wrote it: an HF id, maybe with a quant suffix) is the request's model."""
+    return isinstance(name, str) and model_key(name) in {model_key(n) for n in req.profile.names()}
+
+
 def applies(c: EvidenceCell, req: Request) -> bool:
     """A report cell (with ``applies``) that concerns this request (GPU, quant, features, model)."""
     a = c.get("applies") or {}
@@ -55,7 +66,9 @@ def applies(c: EvidenceCell, req: Request) -> bool:
         return False
     if not features_fit(a.get("features") or {}, request_features(req)):
         return False
-    return not a.get("model_specific") or any(req.is_model(m) for m in a.get("models") or ())
+    if any(is_model(req, m) for m in a.get("superseded_for") or ()):
+        return False  # vLLM's own check accepts it for this model at a newer version than the refusal's
+    return not a.get("model_specific") or any(is_model(req, m) for m in a.get("models") or ())
 
 
 def scope(c: EvidenceCell, req: Request) -> str | None:
@@ -65,7 +78,7 @@ def scope(c: EvidenceCell, req: Request) -> str | None:
     if not a or a.get("model_specific"):
         return None
     seen_on = c.get("model")
-    if seen_on and req.is_model(seen_on):
+    if seen_on and is_model(req, seen_on):
         return None
     conditions = sorted(k for k in a.get("features") or {} if vocab.FEATURES[k][0] in CONDITIONS)
     keys = ["GPU", "backend"] + (["quant"] if a.get("quant") else []) + conditions
@@ -81,6 +94,12 @@ def relevant(c: EvidenceCell, req: Request) -> bool:
 
 
 # ------------------------------------------------------------------ reports -> cells
+
+
+def newest(versions: tuple[str, ...]) -> str | None:
+    """The newest of some exact versions."""
+    keyed = [(k, v) for v in versions if (k := version_key(v)) is not None]
+    return max(keyed)[1] if keyed else None
 
 
 def citation(r: Report, status: VersionStatus) -> str:
@@ -138,6 +157,8 @@ def _cell(r: Report, sm: int, status: VersionStatus, backend: str, works: bool) 
         "models": list(r.models),
         "model_specific": r.model_specific,
         "version_state": status.state,
+        "seen_in": r.seen_in,
+        "vllm_seen": newest(r.versions.get("vllm", ())),
     }
     return cell
 
@@ -146,7 +167,7 @@ def report_cells(r: Report, sm: int, status: VersionStatus) -> list[dict[str, An
     """The cells report ``r`` gives on GPU ``sm``: its own backend's, then (for a failure) one ``ok``
     cell per backend the thread saw working instead (not the failing backend itself: another FA
     version of FLASH_ATTN cannot be told apart)."""
-    if r.kind not in CELL_KINDS:
+    if r.kind not in CELL_KINDS or not r.speaks_for_vllm:
         return []
     cells = [_cell(r, sm, status, r.backend, works=False)]
     if r.outcome != "ok":

@@ -24,6 +24,7 @@ from probe.matrix import cell_rules
 from probe.matrix.scan_predictions import is_static_predictions, predicted_cell_dicts
 from probe.recommend.reports import report_cells
 from probe.recommend.types import EvidenceCell, LoadedEvidence
+from probe.versions import version_key
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,30 @@ def reported_cells(
             if status.applies:
                 out += [EvidenceCell(c, r.origin, None) for c in report_cells(r, sm, status)]
     return out
+
+
+def mark_superseded(cells: list[EvidenceCell]) -> None:
+    """Note on each report of a refusal (``unsupported``, seen in vLLM) the models for which vLLM's own
+    check at a newer version than any the report saw accepts the same backend on the same GPU
+    (``applies.superseded_for``): for those models the refusal is out of date."""
+    accepted: dict[tuple[Any, ...], list[tuple[Any, str]]] = {}
+    for c in cells:
+        if (
+            c.evidence == "predicted"
+            and c.get("basis") == "vllm_check"
+            and c.ok
+            and c.vllm
+            and c.get("model")
+        ):
+            key = (c.get("gpu_sm"), c.kind, c.get("backend"))
+            accepted.setdefault(key, []).append((version_key(c.vllm), str(c.get("model"))))
+    for c in cells:
+        a = c.get("applies")
+        if not a or c.get("outcome") != "unsupported" or a.get("seen_in") != "vllm" or not a.get("vllm_seen"):
+            continue
+        seen = version_key(a["vllm_seen"])
+        found = accepted.get((c.get("gpu_sm"), c.kind, c.get("backend")), [])
+        a["superseded_for"] = sorted({m for v, m in found if v is not None and seen is not None and v > seen})
 
 
 def evidence_versions(cells: Iterable[EvidenceCell]) -> dict[int, dict[str, str | None]]:
@@ -227,4 +252,5 @@ def load_evidence(
         used.append(str(f))
     if reports:
         cells.extend(reported_cells(evidence_versions(cells)))
+        mark_superseded(cells)
     return LoadedEvidence(cells, used)
