@@ -12,7 +12,9 @@ CUDA, …) and the report speaks of:
   open report applies with the note "versions unknown"; a fixed one does not (``maybe_fixed``).
 
 Nothing asked (no version known on the asking side) is read the same way: open reports apply,
-fixed ones do not — the answer is spelled for a recent vLLM.
+fixed ones do not — the answer is spelled for a recent vLLM. Where several packages are asked, a fix
+or an ``introduced_in`` of any of them decides first; then vLLM's version decides between "in range"
+and "newer than seen" (a CUDA version in range does not make a report on an older vLLM current).
 """
 
 from __future__ import annotations
@@ -103,6 +105,8 @@ def version_status(r: Report, asked: Mapping[str, str | None]) -> VersionStatus:
         if s == "fixed":
             return VersionStatus("fixed", f"{fix_text(r)}; you have {label(pkg)} {asked[pkg]}")
     still = f", open as of {r.open_as_of}" if r.open_as_of else ""
+    if "vllm" in states:  # vLLM's version decides between in range and newer than seen
+        states = {"vllm": states["vllm"]}
     if "in_range" in states.values():
         tail = f"; {fix_text(r)}" if fixed else still
         return VersionStatus("in_range", f"seen on {seen}{tail}")
