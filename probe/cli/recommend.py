@@ -5,6 +5,7 @@ Examples:
   probe recommend --model 35b --gpu sm_110a --json
   probe recommend --model ./my-model/config.json --matrix matrix.json
 Default --matrix: $PROBE_MATRICES, else the published matrices shipped with probe (matrices/ of its source).
+Field reports: the packaged base (`probe reports`), plus --reports FILE and $PROBE_REPORTS.
 Exit: 0 answered; 2 usage error (unknown model / GPU); 3 no working pair in the evidence; 6 bad matrix.
 """
 
@@ -26,6 +27,12 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         help="quant format (default: the profile's)",
     )
     p.add_argument("--tp", type=int, help="only evidence at this tensor-parallel degree")
+    p.add_argument(
+        "--reports",
+        action="append",
+        metavar="FILE",
+        help="extra field-report file (repeatable; added to $PROBE_REPORTS)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -66,6 +73,11 @@ def execute(args: argparse.Namespace) -> int:
 
     from probe.errors import EXIT_NOTHING_TO_COMPARE
     from probe.recommend.recommender import recommend
+
+    if args.reports:  # the recommender reads extra report files from $PROBE_REPORTS
+        import os
+
+        os.environ["PROBE_REPORTS"] = os.pathsep.join([*args.reports, os.environ.get("PROBE_REPORTS", "")])
 
     rec = recommend(
         args.model,
