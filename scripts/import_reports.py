@@ -99,9 +99,7 @@ def normalise(d: dict[str, Any]) -> dict[str, Any]:
         versions=_versions(d, notes),
         introduced_in=_pin(d, "introduced_in", notes),
         fixed_in=_pin(d, "fixed_in", notes),
-        works_with=[
-            vocab.normal_backend("attention" if w.isupper() else kind, w)[1] for w in d.get("works_with", [])
-        ],
+        works_with=[vocab.normal_name(w) for w in d.get("works_with", [])],
     )
     out["versions_text"] = _versions_text(d, notes)
     out["seen_in"] = seen_in(d, out["versions"], out["versions_text"])

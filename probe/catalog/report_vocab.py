@@ -278,6 +278,14 @@ def normal_backend(kind: str, backend: str) -> tuple[str, str]:
     return kind, name
 
 
+def normal_name(name: str) -> str:
+    """A backend name as probe spells it, whatever kind it is of (``MARLIN_GEMM`` -> ``marlin_gemm``,
+    ``flashinfer`` stays a MoE/GEMM-style name unless only the attention enum knows it)."""
+    if name.upper() in backends("attention") and name.lower() not in backends("moe"):
+        return name.upper()
+    return name.lower() if any(name.lower() in backends(k) for k in KINDS) else name
+
+
 def split_version(package: str, text: str) -> tuple[str | None, str | None]:
     """(exact version, note) of a version as a thread wrote it: ``0.6.11 (python)`` -> ('0.6.11',
     'flashinfer 0.6.11 (python)'); ``0.6.x`` / ``main`` / ``nightly+g…`` -> (None, 'vllm main')."""
