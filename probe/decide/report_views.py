@@ -40,7 +40,7 @@ def order(items: Sequence[Listed]) -> list[Listed]:
 
 def gpu_label(sm: int) -> str:
     g = catalog().by_sm(sm)
-    return f"sm_{sm} ({', '.join(g.names[:3])})" if g else f"sm_{sm}"
+    return f"sm_{sm} ({', '.join(g.names[:2])})" if g else f"sm_{sm}"
 
 
 def _state(x: Listed) -> str:
@@ -166,19 +166,34 @@ def coverage_markdown(reports: Sequence[Report]) -> str:
         cells = [str(n) if n else "" for n in counts]
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {sum(counts)} |")
     totals = [sum(c[i] for _, c in rows) for i in range(len(cols))]
-    lines.append("| **all** | " + " | ".join(str(t) for t in totals) + f" | {len(reports)} reports |")
-    return "\n".join(lines) + "\n"
+    lines.append("| **all** | " + " | ".join(str(t) for t in totals) + f" | {sum(totals)} |")
+    note = f"\n{len(reports)} reports; one seen on several GPUs counts on each of their rows.\n"
+    return "\n".join(lines) + "\n" + note
+
+
+SHORT = {
+    "Marlin MoE": "marlin",
+    "CUTLASS MoE": "cutlass",
+    "FlashInfer MoE": "fi-moe",
+    "Triton MoE": "triton",
+    "DeepGEMM MoE": "deepgemm",
+    "other MoE": "moe-oth",
+    "MLA": "mla",
+    "FlashAttention": "fa",
+    "FlashInfer attention": "fi-attn",
+    "Triton attention": "tri-attn",
+    "FlexAttention": "flex",
+    "other attention": "attn-oth",
+    "dense GEMM": "gemm",
+}
 
 
 def coverage_text(reports: Sequence[Report]) -> str:
+    """The coverage table for a terminal (short column names; --format md has the full ones)."""
     cols, rows = coverage(reports)
-    width = max(len(label) for label, _ in rows) if rows else 3
-    short = [c.replace(" attention", " attn") for c in cols]
-    out = [f"{'GPU':{width}}  " + "  ".join(f"{c:>{len(c)}}" for c in short) + "  all"]
+    short = [SHORT.get(c, "other") for c in cols]
+    width = max([len(label) for label, _ in rows] + [3])
+    out = [f"{'GPU':{width}}  " + " ".join(f"{c:>8}" for c in short) + "      all"]
     for label, counts in rows:
-        out.append(
-            f"{label:{width}}  "
-            + "  ".join(f"{n:>{len(c)}}" for n, c in zip(counts, short, strict=True))
-            + f"  {sum(counts):>3}"
-        )
-    return "\n".join(out) + f"\n{len(reports)} reports\n"
+        out.append(f"{label:{width}}  " + " ".join(f"{n or '':>8}" for n in counts) + f"  {sum(counts):>7}")
+    return "\n".join(out) + f"\n{len(reports)} reports (one seen on several GPUs counts on each row)\n"

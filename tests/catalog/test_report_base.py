@@ -128,3 +128,13 @@ def test_a_repeated_thread_and_backend_is_a_duplicate():
 
 def test_another_schema_version_is_refused():
     assert "schema_version 2 is not supported" in file_problems({"schema_version": 2, "reports": []})[0]
+
+
+def test_the_readme_shows_the_current_coverage_table():
+    from pathlib import Path
+
+    from probe.decide.report_views import coverage_markdown
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    table = coverage_markdown(packaged_reports())
+    assert table.strip() in readme, "regenerate: probe reports --coverage --format md"
