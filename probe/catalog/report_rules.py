@@ -15,15 +15,10 @@ from typing import Any
 
 from probe.catalog import report_vocab as vocab
 from probe.catalog.gpus import catalog
+from probe.catalog.report_vocab import FIELDS
 from probe.versions import version_key
 
 SCHEMA_VERSION = 3
-FIELDS = (
-    "id", "source", "also", "citation", "date", "seen_in", "gpus", "gpu_names", "kind", "backend",
-    "fa_version", "quant", "features", "models", "model_specific", "versions", "versions_text",
-    "introduced_in", "fixed_in", "open_as_of", "outcome", "symptom", "root_cause", "workaround",
-    "works_with", "log_line", "checked", "phase", "exit_code", "shape", "timings",
-)  # fmt: skip
 REQUIRED = ("id", "date", "seen_in", "gpus", "kind", "backend", "outcome", "symptom", "root_cause", "checked")
 SHAPE_KEYS = ("experts", "top_k", "hidden", "intermediate", "num_heads", "num_kv_heads", "head_dim")
 ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+/=-]{2,120}$")

@@ -16,6 +16,14 @@ from probe.catalog import datafiles
 from probe.outcomes import Outcome
 from probe.versions import version_key
 
+#: a report's fields, in the order files are written in (docs/reports.md)
+FIELDS = (
+    "id", "source", "also", "citation", "date", "seen_in", "gpus", "gpu_names", "kind", "backend",
+    "fa_version", "quant", "features", "models", "model_specific", "versions", "versions_text",
+    "introduced_in", "fixed_in", "open_as_of", "outcome", "symptom", "root_cause", "workaround",
+    "works_with", "log_line", "checked", "phase", "exit_code", "shape", "timings",
+)  # fmt: skip
+
 KINDS = ("moe", "attention", "engine", "gemm", "sampler", "comm", "compile", "other")
 
 #: probe's outcomes without ``skipped``, plus ``degraded``: it ran, but much slower (or on a fallback)

@@ -25,8 +25,8 @@ from typing import Any
 from probe.catalog import datafiles
 from probe.catalog import report_vocab as vocab
 from probe.catalog.names import model_key
-from probe.catalog.report_rules import FIELDS, file_problems
 from probe.catalog.report_versions import VersionStatus, version_status
+from probe.catalog.report_vocab import FIELDS
 from probe.errors import BadInputError, DataFileError
 
 PACKAGED = "probe/data/reports.json"
@@ -140,7 +140,10 @@ def report_from_dict(d: Mapping[str, Any], origin: str = PACKAGED) -> Report:
 
 
 def reports_from_document(doc: Any, origin: str) -> tuple[Report, ...]:
-    """The reports of a parsed file; ``ValueError`` listing the problems when it is not valid."""
+    """The reports of a parsed file, every entry checked (:mod:`probe.catalog.report_rules`);
+    ``ValueError`` listing the problems when it is not valid."""
+    from probe.catalog.report_rules import file_problems
+
     problems = file_problems(doc)
     if problems:
         more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
@@ -149,10 +152,28 @@ def reports_from_document(doc: Any, origin: str) -> tuple[Report, ...]:
 
 
 @functools.cache
-def packaged_reports() -> tuple[Report, ...]:
-    """The base shipped with probe, checked once per process."""
+def packaged_reports(gpus: frozenset[int] | None = None) -> tuple[Report, ...]:
+    """The base shipped with probe (of the GPUs in ``gpus``; None: all). Read on ``recommend``'s
+    start-up path as plain JSON with a header check only, as the other packaged data files there:
+    every entry is checked by the test suite (tests/catalog/test_report_base.py), by
+    :func:`check_packaged` (``probe reports``, ``probe gate``) and by the pydantic model
+    (:func:`probe.catalog.report_schema.validated`)."""
+    doc = datafiles.read_json("reports.json")
+    if (
+        not isinstance(doc, dict)
+        or doc.get("schema_version") != 3
+        or not isinstance(doc.get("reports"), list)
+    ):
+        raise DataFileError(f"packaged data file {PACKAGED} is not a schema-3 report file")
+    seen = [d for d in doc["reports"] if gpus is None or set(d.get("gpus") or ()) & gpus]
+    return tuple(report_from_dict(d, PACKAGED) for d in seen)
+
+
+@functools.cache
+def check_packaged() -> None:
+    """Every entry of the packaged base checked (once per process); ``DataFileError`` if one is not."""
     try:
-        return reports_from_document(datafiles.read_json("reports.json"), PACKAGED)
+        reports_from_document(datafiles.read_json("reports.json"), PACKAGED)
     except ValueError as exc:
         raise DataFileError(f"packaged data file {PACKAGED} is invalid: {exc}") from exc
 
@@ -178,12 +199,22 @@ def env_report_files() -> list[Path]:
     return [Path(p) for p in os.environ.get(ENV, "").split(os.pathsep) if p]
 
 
-def load_reports(files: Iterable[str | os.PathLike[str]] | None = None) -> list[Report]:
-    """The packaged base plus the extra files (default: ``$PROBE_REPORTS``)."""
+def load_reports(
+    files: Iterable[str | os.PathLike[str]] | None = None,
+    gpus: Iterable[int] | None = None,
+    *,
+    check: bool = True,
+) -> list[Report]:
+    """The packaged base plus the extra files (default: ``$PROBE_REPORTS``, always checked); with
+    ``gpus``, only the reports seen on one of those GPUs. ``check=False``: the packaged base with its
+    header check only (``recommend``'s start-up path)."""
+    only = frozenset(gpus) if gpus is not None else None
     extra = env_report_files() if files is None else [Path(f) for f in files]
-    out = list(packaged_reports())
+    if check:
+        check_packaged()
+    out = list(packaged_reports(only))
     for f in extra:
-        out.extend(read_report_file(f))
+        out.extend(r for r in read_report_file(f) if only is None or set(r.gpus) & only)
     return out
 
 

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from probe.catalog import report_vocab as vocab
 from probe.catalog.report_rules import URL, duplicate_key, file_problems, report_problems
 from probe.catalog.report_schema import ReportsFile, validated
-from probe.catalog.reports import packaged_reports
+from probe.catalog.reports import check_packaged, packaged_reports
 from probe.versions import version_key
 
 
@@ -24,6 +24,7 @@ def _raw() -> dict[str, Any]:
 
 def test_the_base_validates_with_the_pydantic_model_and_the_fast_reader():
     model = validated()
+    check_packaged()
     fast = packaged_reports()
     assert len(model.reports) == len(fast) >= 150
     assert file_problems(_raw()) == []
