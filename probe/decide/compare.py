@@ -118,7 +118,8 @@ def recommendation_for(m: Matrix, model: str) -> dict[str, Any] | None:
     from probe.recommend.types import LoadedEvidence
 
     cells = matrix_cells(_matrix_dict(m), Path("<matrix>"))
-    cells += reported_cells(evidence_versions(cells))
+    sm = m.provenance.gpu.sm if m.provenance.gpu else None
+    cells += reported_cells(evidence_versions(cells), gpus=None if sm is None else [sm])
     mark_superseded(cells)
     if m.provenance.gpu is None or m.provenance.gpu.sm is None:
         return None

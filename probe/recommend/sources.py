@@ -39,15 +39,19 @@ def packaged_json(name: str) -> Any:
 def reported_cells(
     versions_by_sm: Mapping[int, Mapping[str, str | None]] | None = None,
     files: Sequence[str | os.PathLike[str]] | None = None,
+    gpus: Iterable[int] | None = None,
 ) -> list[EvidenceCell]:
     """The field reports as evidence cells (:func:`probe.recommend.reports.report_cells`), each
     carrying what it ``applies`` to. A report counts on a GPU only where its version range includes
     that GPU's versions in ``versions_by_sm`` (``{120: {"vllm": "0.33.0"}}``; a GPU not named: no
     version known, so open reports count and fixed ones do not). ``files``: extra report files
-    (default ``$PROBE_REPORTS``)."""
+    (default ``$PROBE_REPORTS``); ``gpus``: only the cells of these GPUs (None: all)."""
     out = []
-    for r in catalog_reports.load_reports(files):
+    only = set(gpus) if gpus is not None else None
+    for r in catalog_reports.load_reports(files, only, check=False):
         for sm in r.gpus:
+            if only is not None and sm not in only:
+                continue
             status = r.status((versions_by_sm or {}).get(sm, {}))
             if status.applies:
                 out += [EvidenceCell(c, r.origin, None) for c in report_cells(r, sm, status)]
@@ -58,33 +62,53 @@ def mark_superseded(cells: list[EvidenceCell]) -> None:
     """Note on each report of a refusal (``unsupported``, seen in vLLM) the models for which vLLM's own
     check at a newer version than any the report saw accepts the same backend on the same GPU
     (``applies.superseded_for``): for those models the refusal is out of date."""
+    refusals = [
+        c.cell
+        for c in cells
+        if c.cell.get("outcome") == "unsupported"
+        and (a := c.cell.get("applies"))
+        and a.get("seen_in") == "vllm"
+        and a.get("vllm_seen")
+    ]
+    if not refusals:
+        return
+    wanted = {(d.get("gpu_sm"), d.get("kind"), d.get("backend")) for d in refusals}
     accepted: dict[tuple[Any, ...], list[tuple[Any, str]]] = {}
     for c in cells:
-        if (
-            c.evidence == "predicted"
-            and c.get("basis") == "vllm_check"
-            and c.ok
-            and c.vllm
-            and c.get("model")
-        ):
-            key = (c.get("gpu_sm"), c.kind, c.get("backend"))
-            accepted.setdefault(key, []).append((version_key(c.vllm), str(c.get("model"))))
-    for c in cells:
-        a = c.get("applies")
-        if not a or c.get("outcome") != "unsupported" or a.get("seen_in") != "vllm" or not a.get("vllm_seen"):
-            continue
-        seen = version_key(a["vllm_seen"])
-        found = accepted.get((c.get("gpu_sm"), c.kind, c.get("backend")), [])
-        a["superseded_for"] = sorted({m for v, m in found if v is not None and seen is not None and v > seen})
+        d = c.cell
+        key = (d.get("gpu_sm"), d.get("kind"), d.get("backend"))
+        if key in wanted and d.get("basis") == "vllm_check" and d.get("outcome") == "ok" and c.vllm:
+            accepted.setdefault(key, []).append((version_key(c.vllm), str(d.get("model"))))
+    for d in refusals:
+        seen = version_key(d["applies"]["vllm_seen"])
+        found = accepted.get((d.get("gpu_sm"), d.get("kind"), d.get("backend")), [])
+        d["applies"]["superseded_for"] = sorted(
+            {m for v, m in found if v is not None and seen is not None and v > seen}
+        )
 
 
-def evidence_versions(cells: Iterable[EvidenceCell]) -> dict[int, dict[str, str | None]]:
-    """Per GPU, the vLLM version its evidence speaks of: measured cells' first, else predicted ones'
-    (the version the answer's flags are spelled for)."""
+def _asked_gpus(cells: list[EvidenceCell], only_sm: int | None) -> set[int] | None:
+    """The GPUs an answer can be about: the one asked, else the ones measured (None: any)."""
+    if only_sm is not None:
+        return {only_sm}
+    measured = {
+        c.get("gpu_sm") for c in cells if c.evidence == "measured" and isinstance(c.get("gpu_sm"), int)
+    }
+    return measured or None
+
+
+def evidence_versions(
+    cells: Iterable[EvidenceCell], gpus: set[int] | None = None
+) -> dict[int, dict[str, str | None]]:
+    """Per GPU (of ``gpus``; None: all), the vLLM version its evidence speaks of: measured cells'
+    first, else predicted ones' (the version the answer's flags are spelled for)."""
     best: dict[int, tuple[int, str]] = {}
     for c in cells:
-        sm, rank = c.get("gpu_sm"), {"measured": 2, "predicted": 1}.get(c.evidence, 0)
-        if isinstance(sm, int) and c.vllm and rank and rank > best.get(sm, (0, ""))[0]:
+        sm = c.cell.get("gpu_sm")
+        if not c.vllm or not isinstance(sm, int) or (gpus is not None and sm not in gpus):
+            continue
+        rank = {"measured": 2, "predicted": 1}.get(c.cell["evidence"], 0)
+        if rank > best.get(sm, (0, ""))[0]:
             best[sm] = (rank, c.vllm)
     return {sm: {"vllm": v} for sm, (_, v) in best.items()}
 
@@ -251,6 +275,7 @@ def load_evidence(
                 cells.extend(matrix_cells(m, f, only_sm))
         used.append(str(f))
     if reports:
-        cells.extend(reported_cells(evidence_versions(cells)))
+        gpus = _asked_gpus(cells, only_sm)
+        cells.extend(reported_cells(evidence_versions(cells, gpus), gpus=gpus))
         mark_superseded(cells)
     return LoadedEvidence(cells, used)
