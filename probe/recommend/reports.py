@@ -118,6 +118,12 @@ def _roles(kind: str, backend: str) -> dict[str, Any]:
     return {k: v for k, v in (("moe_backend", moe), ("attention_backend", attn)) if v}
 
 
+def _workaround(r: Report) -> dict[str, Any] | None:
+    """The report's workaround as the answer could carry it (flags, env, note), or None."""
+    w = r.workaround
+    return None if w is None else {"flags": list(w.flags), "env": dict(w.env), "note": w.note}
+
+
 def _cell(r: Report, sm: int, status: VersionStatus, backend: str, works: bool) -> dict[str, Any]:
     degraded = r.outcome == "degraded" and not works
     outcome = "ok" if works or r.outcome == "degraded" else r.outcome
@@ -144,7 +150,13 @@ def _cell(r: Report, sm: int, status: VersionStatus, backend: str, works: bool) 
         "exit_code": None if works else r.exit_code,
         "timings": {} if works else dict(r.timings),
         "citation": citation(r, status),
-        "details": {"report": r.id, "versions": status.note, "log_line": r.log_line, "symptom": r.symptom},
+        "details": {
+            "report": r.id,
+            "versions": status.note,
+            "log_line": r.log_line,
+            "symptom": r.symptom,
+            "workaround": _workaround(r) if not works else None,
+        },
     }
     if not works:
         cell.update(r.shape)
