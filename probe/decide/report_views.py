@@ -76,25 +76,43 @@ def _fix_line(r: Report) -> str | None:
     return "; ".join(p for p in parts if p) or None
 
 
-def summary(items: Sequence[Listed]) -> list[str]:
-    """Two lines a user would write by hand: what failed (open), what was seen working."""
-    avoid: dict[str, set[str]] = {}
-    worked: dict[str, None] = {}
+def _scope(r: Report) -> str:
+    """What a failure is limited to, in a word: the quant (a MoE / GEMM report), the model facts (an
+    attention report: its quant does not limit it)."""
+    if r.kind != "attention":
+        return r.quant or "any"
+    facts = [k if v is True else f"{k}={v}" for k, v in r.features.items() if vocab.FEATURES[k][0] == "model"]
+    return "+".join(facts) or "any"
+
+
+def _failures(items: Sequence[Listed], model_specific: bool) -> str:
+    found: dict[str, set[str]] = {}
     for x in items:
         r = x.report
-        if r.failed and r.is_open and features_fit(r.features, {}):  # in vLLM's default set-up
-            avoid.setdefault(r.backend + (f" FA{r.fa_version}" if r.fa_version else ""), set()).add(
-                r.quant or "any"
-            )
-        if r.outcome == "ok":
-            worked.setdefault(r.backend)
-        for w in r.works_with:
-            worked.setdefault(w)
-    fails = ", ".join(
-        f"{b} ({'/'.join(sorted(q))})" for b, q in sorted(avoid.items(), key=lambda kv: kv[0].lower())
+        default = features_fit(r.features, {})  # fails in vLLM's default set-up
+        if r.failed and r.is_open and default and r.model_specific == model_specific:
+            label = r.backend + (f" FA{r.fa_version}" if r.fa_version else "")
+            found.setdefault(label, set()).add(_scope(r))
+    return ", ".join(
+        f"{b} ({'/'.join(sorted(q))})" for b, q in sorted(found.items(), key=lambda kv: kv[0].lower())
     )
+
+
+def summary(items: Sequence[Listed]) -> list[str]:
+    """The lines a user would write by hand: what fails for any model, what failed on the models
+    named in the reports, what was seen working."""
+    worked: dict[str, None] = {}
+    for x in items:
+        if x.report.outcome == "ok":
+            worked.setdefault(x.report.backend)
+        for w in x.report.works_with:
+            worked.setdefault(w)
     seen = ", ".join(sorted(worked, key=str.lower)) or "none reported"
-    return [f"  open failures (default set-up): {fails or 'none'}", f"  seen working: {seen}"]
+    return [
+        f"  open failures, any model: {_failures(items, False) or 'none'}",
+        f"  open failures, on the models named: {_failures(items, True) or 'none'}",
+        f"  seen working: {seen}",
+    ]
 
 
 def _block(x: Listed) -> list[str]:
