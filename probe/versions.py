@@ -40,6 +40,32 @@ def release_line(text: str | None) -> str | None:
     return f"{v[0]}.{v[1]}" if v else None
 
 
+#: a full version as packages publish them (PEP 440 subset): release, pre-release, post, dev, local
+_FULL = re.compile(
+    r"^v?(?P<release>\d+(?:\.\d+)+)(?:(?P<pre>a|b|rc)(?P<pre_n>\d+))?(?:\.post(?P<post>\d+))?"
+    r"(?:\.dev(?P<dev>\d+))?(?:\+[A-Za-z0-9.]+)?$"
+)
+_PRE_RANK = {"a": 0, "b": 1, "rc": 2}
+
+
+def version_key(text: str | None) -> tuple[tuple[int, ...], int, int, int] | None:
+    """A sort key that orders full versions the way pip does: ``0.12.0.dev3`` < ``0.12.0rc1`` <
+    ``0.12.0`` < ``0.12.0.post1`` < ``0.12.1`` (a local part ``+cu130`` is ignored). At least
+    ``major.minor``; anything else (``13``, ``0.6.x``, ``main``, ``nightly+g1234``) -> None."""
+    m = _FULL.match(str(text or "").strip())
+    if not m:
+        return None
+    release = tuple(int(x) for x in m.group("release").split("."))
+    release = release + (0,) * (3 - len(release)) if len(release) < 3 else release
+    dev = int(m.group("dev")) if m.group("dev") is not None else None
+    if m.group("pre"):
+        pre = _PRE_RANK[m.group("pre")] * 100_000 + int(m.group("pre_n"))
+    else:
+        pre = -1 if dev is not None and m.group("post") is None else 10**9  # X.Y.devN sorts before X.Y a1
+    post = int(m.group("post")) if m.group("post") is not None else -1
+    return release, pre, post, dev if dev is not None else 10**9
+
+
 def at_least(version: str | None, since: str | None) -> bool:
     """``version`` is ``since`` or newer (False when either is not a version)."""
     a, b = parse_version(version), parse_version(since)

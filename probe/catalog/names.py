@@ -25,3 +25,12 @@ HF_KEY_QUANT = {"nvfp4": "nvfp4", "fp4": "nvfp4", "nvidia_fp4": "nvfp4", "fp8": 
 def norm(text: str) -> str:
     """The form names are compared in: stripped, lower case, ``_`` as ``-``."""
     return text.strip().lower().replace("_", "-")
+
+
+def model_key(name: str) -> str:
+    """A model name as reports and profiles are matched: no organisation, no quant suffix
+    (``MrVolts/Qwen3-30B-A3B-Thinking-2507-NVFP4`` -> ``qwen3-30b-a3b-thinking-2507``)."""
+    key = norm(name.rsplit("/", 1)[-1])
+    while (m := QUANT_SUFFIX.search(key)) is not None and m.start() > 0:
+        key = key[: m.start()]
+    return key

@@ -2,7 +2,9 @@
 
 Regressions: a cell that passed and now fails (or is missing), a required arch lost
 (--require-arch sm_110a:PATTERN, PATTERN = a file name/path or kernel name, glob or substring), a
-model whose recommendation disappears, or whose best pair got slower than --slowdown.
+model whose recommendation disappears, or whose best pair got slower than --slowdown. Warnings (never
+a failure): an open field report of a recommended backend on this GPU whose version range holds the
+current image's versions (the packaged base, --reports FILE and $PROBE_REPORTS).
 
 Exit codes: 0 nothing regressed; 1 regression found; 2 usage/config error; 3 nothing to compare;
 4 probe infrastructure failed (the current run recorded an infra failure or lost most cells);
@@ -52,6 +54,12 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="append the Markdown summary to FILE (default: $GITHUB_STEP_SUMMARY when set)",
     )
+    p.add_argument(
+        "--reports",
+        action="append",
+        metavar="FILE",
+        help="extra field-report file to warn from (repeatable; also $PROBE_REPORTS)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -59,11 +67,13 @@ def execute(args: argparse.Namespace) -> int:
     import json
     import os
 
+    from probe.catalog.reports import env_report_files, load_reports
     from probe.cli.flags import with_flag_errors
     from probe.decide.gate import gate_junit, gate_markdown, github_annotations, run_gate
     from probe.matrix.io import load_matrix, write_text_atomic
 
     baseline, current = load_matrix(args.baseline), load_matrix(args.current)
+    reports = load_reports([*(args.reports or []), *env_report_files()])
     models = None
     if args.models:
         from probe.catalog.models import resolve_model
@@ -77,6 +87,7 @@ def execute(args: argparse.Namespace) -> int:
             required=args.require_arch,
             slowdown=args.slowdown,
             max_missing=args.max_missing,
+            reports=reports,
         )
     )
     md = gate_markdown(rep, baseline, current)
@@ -94,5 +105,6 @@ def execute(args: argparse.Namespace) -> int:
     else:
         print(f"probe gate: {rep.verdict} (exit {rep.exit_code})")
         for c in rep.checks:
-            print(f"  [{'ok' if c.ok else 'FAIL'}] {c.group}: {c.message}")
+            mark = "FAIL" if not c.ok else ("warn" if c.warning else "ok")
+            print(f"  [{mark}] {c.group}: {c.message}")
     return rep.exit_code

@@ -27,6 +27,8 @@ VERBS: dict[str, str] = {
     "recommend": "print the vLLM flags that work for a model on a GPU, with the evidence",
     "models": "list model profiles, or show one (name, alias, config.json, cached HF id)",
     "gpus": "list the GPU catalog (compute capabilities, families, iGPU rules)",
+    "reports": "list the field reports that apply to a GPU / backend / versions (cited, version-ranged)",
+    "report": "add a field report of your own: a log + what you know -> a checked entry in your file",
     "predict": "ask the installed vLLM's own selection code which backends it accepts, per GPU x model",
 }
 

@@ -13,6 +13,7 @@ Examples:
   probe recommend --model nano --gpu sm_121 --why-not flashinfer_cutlass
   probe recommend --model ./my-model/config.json --matrix matrix.json --scan scan.json
 Default --matrix: $PROBE_MATRICES, else the published matrices shipped with probe (matrices/ of its source).
+Field reports: the packaged base (`probe reports`), plus --reports FILE and $PROBE_REPORTS.
 Exit: 0 answered; 2 usage error (unknown model / GPU, bad config.json, bad flag value); 3 no working
 pair in the evidence; 6 bad matrix / scan file.
 """
@@ -59,6 +60,12 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         help="ask this Python's vLLM about the model now (needed for models vLLM's published checks do not "
         "cover, e.g. a config.json; ~20 s, then cached; 'this' = this interpreter)",
     )
+    p.add_argument(
+        "--reports",
+        action="append",
+        metavar="FILE",
+        help="extra field-report file (repeatable; added to $PROBE_REPORTS)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -102,6 +109,7 @@ def execute(args: argparse.Namespace) -> int:
         deploy=Deployment(kv_cache_dtype=kv, ep=args.ep, dp=args.dp, speculative=args.speculative),
         why_not=args.why_not,
         asked=asked,
+        report_files=args.reports,
     )
     r = rec.to_dict()
     found = rec.found

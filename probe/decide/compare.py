@@ -114,10 +114,13 @@ def recommendation_for(m: Matrix, model: str) -> dict[str, Any] | None:
     """``recommend`` on one matrix alone (packaged field reports add warnings only)."""
     from probe.errors import UsageError
     from probe.recommend.recommender import recommend
-    from probe.recommend.sources import matrix_cells, reported_cells
+    from probe.recommend.sources import evidence_versions, mark_superseded, matrix_cells, reported_cells
     from probe.recommend.types import LoadedEvidence
 
-    cells = matrix_cells(_matrix_dict(m), Path("<matrix>")) + reported_cells()
+    cells = matrix_cells(_matrix_dict(m), Path("<matrix>"))
+    sm = m.provenance.gpu.sm if m.provenance.gpu else None
+    cells += reported_cells(evidence_versions(cells), gpus=None if sm is None else [sm])
+    mark_superseded(cells)
     if m.provenance.gpu is None or m.provenance.gpu.sm is None:
         return None
     try:

@@ -8,9 +8,11 @@ Exit codes: 0 nothing regressed, 1 regression, 2 usage/config error, 3 nothing t
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from probe.catalog.reports import Report, load_reports, provenance_versions, reports_for
 from probe.decide.compare import Comparison, compare, pattern_matches_any, require_arch
 from probe.errors import EXIT_INFRA, EXIT_NOTHING_TO_COMPARE, EXIT_OK, EXIT_REGRESSION, OptionError
 from probe.matrix.schema import Matrix
@@ -18,10 +20,11 @@ from probe.matrix.schema import Matrix
 
 @dataclass
 class Check:
-    group: str  # cells / arch / recommendation / infra
+    group: str  # cells / arch / recommendation / infra / reports
     name: str
     ok: bool
     message: str
+    warning: bool = False  # passes, but worth a look (an open field report in the image's range)
 
 
 @dataclass
@@ -34,6 +37,10 @@ class GateReport:
     @property
     def regressions(self) -> list[Check]:
         return [c for c in self.checks if not c.ok]
+
+    @property
+    def warnings(self) -> list[Check]:
+        return [c for c in self.checks if c.ok and c.warning]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -53,7 +60,9 @@ def run_gate(
     required: list[str] | None = None,
     slowdown: float = 0.10,
     max_missing: float = 0.5,
+    reports: Sequence[Report] | None = None,
 ) -> GateReport:
+    """``reports``: the field reports to warn from (default: the packaged base + ``$PROBE_REPORTS``)."""
     _validate_options(baseline, current, required, slowdown)
     early = _check_run_and_gpu(baseline, current)
     if early is not None:
@@ -65,6 +74,7 @@ def run_gate(
     checks = _cell_checks(cmp)
     checks += _arch_checks(baseline, current, required)
     checks += _recommendation_checks(cmp, slowdown)
+    checks += report_warnings(cmp, current, load_reports() if reports is None else reports)
     return _verdict(checks, cmp)
 
 
@@ -177,6 +187,53 @@ def _recommendation_checks(cmp: Comparison, slowdown: float) -> list[Check]:
     return checks
 
 
+def _pair_reports(
+    rec: dict[str, Any], sm: int, versions: dict[str, str], pool: Sequence[Report]
+) -> list[Any]:
+    """(report, status) of the open field reports of a recommendation's backends on this GPU whose
+    range the image's versions fall in."""
+    from probe.recommend.recommender import model_profile
+    from probe.recommend.reports import request_features
+    from probe.recommend.types import Request
+
+    prof = model_profile(rec["model"], rec.get("quant"))
+    feats = request_features(Request.of(prof, prof.quant, None, sm))
+    pair = [
+        ("moe", rec.get("moe_backend"), None),
+        ("attention", rec.get("attention_backend"), rec.get("fa_version")),
+    ]
+    out = []
+    for kind, backend, fa in pair:
+        if not backend:
+            continue
+        for r, st in reports_for(
+            sm, backend, kind, prof.quant, feats, versions=versions, model=prof.name, reports=pool
+        ):
+            if r.is_open and st.state in ("in_range", "newer_than_seen") and r.fa_version in (None, fa):
+                out.append((r, st))
+    return out
+
+
+def report_warnings(cmp: Comparison, current: Matrix, pool: Sequence[Report]) -> list[Check]:
+    """One warning per open field report whose version range holds the current image's versions, for
+    the backends each gated model's recommendation uses (a warning never fails the gate)."""
+    gpu = current.provenance.gpu
+    if gpu is None or gpu.sm is None:
+        return []
+    versions = provenance_versions(current.provenance.versions.model_dump())
+    checks = []
+    for rc in cmp.recommendations:
+        if not rc.new or not rc.new.get("attention_backend"):
+            continue
+        for r, st in _pair_reports(rc.new, gpu.sm, versions, pool):
+            msg = (
+                f"{rc.model}: {r.backend} {r.outcome} in an open field report ({st.note}): "
+                f"{r.symptom} — {r.where}"
+            )
+            checks.append(Check("reports", f"{rc.model}: {r.id}", True, msg, warning=True))
+    return checks
+
+
 def _verdict(checks: list[Check], cmp: Comparison) -> GateReport:
     """Exit 1 with the number of failed checks, or 0."""
     failed = [c for c in checks if not c.ok]
@@ -202,6 +259,7 @@ def gate_markdown(rep: GateReport, baseline: Matrix, current: Matrix) -> str:
         lines += ["| check | result | detail |", "|---|---|---|"]
         for c in rep.checks:
             result = "ok" if c.ok else ("**FAILED**" if c.group == "infra" else "**REGRESSION**")
+            result = "warning" if c.ok and c.warning else result
             lines.append(f"| {esc(c.group)}: {esc(c.name)} | {result} | {esc(c.message)} |")
     cmp = rep.comparison
     if cmp and cmp.versions:
@@ -236,6 +294,8 @@ def gate_junit(rep: GateReport) -> str:
         case = ET.SubElement(suite, "testcase", classname=f"probe.gate.{c.group}", name=c.name)
         if not c.ok:
             ET.SubElement(case, "failure", type=c.group, message=c.message).text = c.message
+        elif c.warning:
+            ET.SubElement(case, "system-out").text = f"warning: {c.message}"
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
@@ -247,7 +307,8 @@ def github_annotations(rep: GateReport) -> list[str]:
     def esc_prop(s: str) -> str:
         return esc(s).replace(":", "%3A").replace(",", "%2C")
 
-    return [
-        f"::error title={esc_prop('probe gate: ' + c.group + ' ' + c.name)}::{esc(c.message)}"
-        for c in rep.regressions
-    ]
+    def line(c: Check) -> str:
+        level = "warning" if c.ok else "error"
+        return f"::{level} title={esc_prop('probe gate: ' + c.group + ' ' + c.name)}::{esc(c.message)}"
+
+    return [line(c) for c in [*rep.regressions, *rep.warnings]]

@@ -16,7 +16,7 @@ per-GPU prediction files (`predicted/vllm-<version>/sm_<N>.json`, written by `pr
 it reads only the asked GPU's. Evidence kinds: *measured* cells come from `probe run` on the GPU
 named; *predicted* cells from vLLM's own selection checks (`probe predict`, basis `vllm_check`) and
 from `probe scan`'s static verdicts (`elf_scan`); field reports ship inside probe
-(`probe/data/reported.json`).
+(`probe/data/reports.json`, listed by `probe reports`).
 """
 
 

@@ -1,8 +1,9 @@
 """Pydantic models of the data files the fast ``recommend`` path reads as plain JSON.
 
 ``recommend`` must start in well under 0.2 s, so it does not import pydantic; these models validate
-``probe/data/vllm_flags.json`` and ``probe/data/reported.json`` in the test suite
-(``tests/matrix/test_data_files.py``) and on demand (``python3 -m probe.recommend.data_models``).
+``probe/data/vllm_flags.json`` (and, through :mod:`probe.catalog.report_schema`, ``probe/data/reports.json``)
+in the test suite (``tests/matrix/test_data_files.py``) and on demand (``python3 -m
+probe.recommend.data_models``).
 """
 
 from __future__ import annotations
@@ -10,11 +11,11 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from probe.catalog import datafiles
 from probe.catalog.quants import QUANTS, Quant
-from probe.matrix.schema import Cell
+from probe.catalog.report_schema import ReportsFile
 
 _VERSION = re.compile(r"^\d+\.\d+\.\d+$")
 
@@ -109,68 +110,16 @@ class FlagsData(BaseModel):
         return v
 
 
-class Applies(BaseModel):
-    """What a field report applies to (``probe.recommend.reports``)."""
-
-    model_config = ConfigDict(extra="forbid")
-    gpu_sm: int
-    kind: Literal["moe", "attention", "engine"]
-    backend: str
-    quant: Quant | None = None
-    fa_version: Literal[2, 3, 4] | None = None
-    feature: dict[Literal["head_dim", "attention_sinks", "mla", "tp"], int | bool] = {}
-    models: Literal["any"] | list[str] = Field(default="any", min_length=1)
-
-
-class Report(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    applies: Applies
-    cell: Cell
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Report:
-        c, a = self.cell, self.applies
-        if c.evidence != "reported" or not c.citation or c.gpu_sm is None:
-            raise ValueError(f"{c.id}: a reported cell needs evidence 'reported', a citation and gpu_sm")
-        kind = getattr(c.kind, "value", c.kind)
-        if (a.gpu_sm, a.kind, a.backend, a.quant) != (c.gpu_sm, kind, c.backend, c.quant):
-            raise ValueError(f"{c.id}: 'applies' names another GPU / kind / backend / quant than its cell")
-        if a.models != "any" and c.model not in a.models:
-            raise ValueError(f"{c.id}: 'applies.models' does not name the model it was seen on")
-        return self
-
-
-class ReportedData(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    schema_version: Literal[2]
-    about: str
-    reports: list[Report] = Field(min_length=1)
-
-    @property
-    def cells(self) -> list[Cell]:
-        return [r.cell for r in self.reports]
-
-    @field_validator("reports")
-    @classmethod
-    def _unique(cls, reports: list[Report]) -> list[Report]:
-        ids = [r.cell.id for r in reports]
-        if len(ids) != len(set(ids)):
-            raise ValueError("duplicate reported cell ids")
-        return reports
-
-
 def _read(name: str) -> Any:
     return datafiles.read_json(name)
 
 
-def validate_packaged_data() -> tuple[FlagsData, ReportedData]:
-    return FlagsData.model_validate(_read("vllm_flags.json")), ReportedData.model_validate(
-        _read("reported.json")
+def validate_packaged_data() -> tuple[FlagsData, ReportsFile]:
+    return FlagsData.model_validate(_read("vllm_flags.json")), ReportsFile.model_validate(
+        _read("reports.json")
     )
 
 
 if __name__ == "__main__":
     flags, reported = validate_packaged_data()
-    print(
-        f"vllm_flags.json: {len(flags.moe_backends)} MoE backends; reported.json: {len(reported.cells)} cells"
-    )
+    print(f"vllm_flags.json: {len(flags.moe_backends)} MoE backends; reports.json: {len(reported.reports)}")

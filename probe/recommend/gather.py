@@ -20,7 +20,7 @@ from probe.catalog.profile import ModelProfile
 from probe.errors import OptionError
 from probe.recommend import answer_version
 from probe.recommend.answer_version import AnswerVersion
-from probe.recommend.sources import load_evidence
+from probe.recommend.sources import load_evidence, mark_superseded, reported_cells
 from probe.recommend.types import EvidenceCell, LoadedEvidence, Request
 from probe.versions import release_line
 
@@ -87,12 +87,14 @@ def gather(
     scan: Path | None = None,
     loaded: LoadedEvidence | None = None,
     asked: AskedCells | None = None,
+    report_files: list[str] | None = None,
 ) -> Gathered:
     """The evidence, the GPU and the answer's vLLM version (see the module docstring). ``loaded``:
-    evidence already read (``probe diff`` passes one matrix's cells)."""
+    evidence already read (``probe diff`` passes one matrix's cells, its reports included); else the
+    field reports (packaged, ``report_files``, ``$PROBE_REPORTS``) apply at the answer's version."""
     published = answer_version.published_predictions(paths) if loaded is None else {}
     asked_sm = parse_target(gpu, known_only=True).sm if gpu is not None else None
-    first = loaded if loaded is not None else load_evidence(paths, asked_sm)
+    first = loaded if loaded is not None else load_evidence(paths, asked_sm, reports=False)
     sm, name = target_gpu(gpu, first.cells, paths)
     facts = answer_version.read_scan(scan) if scan is not None else None
     asked_vllm = asked.vllm if asked is not None else None
@@ -106,6 +108,10 @@ def gather(
     if asked is not None:  # vLLM asked now about this model: its own checks, this version's
         cells = [c for c in cells if c.get("basis") != "vllm_check"]
         cells += [EvidenceCell(c, asked.source, asked.vllm) for c in asked.cells]
+    if loaded is None:
+        at = {sm: {"vllm": version.vllm}} if version.vllm else {}
+        cells += reported_cells(at, report_files or None, gpus=[sm])
+        mark_superseded(cells)
     kept = [c for c in cells if same_image_scan(c, version)]
     return Gathered(LoadedEvidence(kept, files), sm, name, version, facts)
 

@@ -230,6 +230,7 @@ def recommend(
     deploy: Deployment | None = None,
     why_not: str | None = None,
     asked: AskedCells | None = None,
+    report_files: list[str] | None = None,
 ) -> Recommendation:
     """The recommendation for ``model`` on ``gpu`` (default: the GPU the matrices were measured on),
     for one vLLM version (``vllm``, else the one of ``scan``, the installed one, the measured one, the
@@ -238,7 +239,8 @@ def recommend(
     ``loaded``: evidence already read (``probe diff`` passes one matrix's cells); else the matrix
     files under ``matrices`` (default :func:`default_matrix_paths`) plus the packaged field reports.
     """
-    rec = _recommend(model, matrices, gpu, quant, tp, loaded, vllm, scan, deploy, asked)
+    sources = _Sources(matrices, loaded, vllm, scan, asked, report_files)
+    rec = _recommend(model, gpu, quant, tp, deploy, sources)
     if why_not:
         rec = replace(rec, why_not=_why_not(why_not, rec))
     return rec
@@ -253,21 +255,32 @@ def _why_not(backend: str, rec: Recommendation) -> list[str]:
     return explain.why_not(backend, role, chosen, rec.ruled_out, notes, ranking)
 
 
+@dataclass(frozen=True)
+class _Sources:
+    """Where the evidence comes from (see :func:`recommend`)."""
+
+    matrices: list[Path] | None
+    loaded: LoadedEvidence | None
+    vllm: str | None
+    scan: Path | None
+    asked: AskedCells | None
+    report_files: list[str] | None
+
+
 def _recommend(
-    model: str,
-    matrices: list[Path] | None,
-    gpu: str | None,
-    quant: str | None,
-    tp: int | None,
-    loaded: LoadedEvidence | None,
-    vllm: str | None,
-    scan: Path | None,
-    deploy: Deployment | None,
-    asked: AskedCells | None = None,
+    model: str, gpu: str | None, quant: str | None, tp: int | None, deploy: Deployment | None, src: _Sources
 ) -> Recommendation:
     prof = model_profile(model, quant)
-    paths = matrices if matrices is not None else default_matrix_paths()
-    got = gather(paths, gpu, vllm=vllm, scan=scan, loaded=loaded, asked=asked)
+    paths = src.matrices if src.matrices is not None else default_matrix_paths()
+    got = gather(
+        paths,
+        gpu,
+        vllm=src.vllm,
+        scan=src.scan,
+        loaded=src.loaded,
+        asked=src.asked,
+        report_files=src.report_files,
+    )
     req = Request.of(prof, prof.quant, tp, got.sm, got.version.vllm, deploy)
     mine = about(got.loaded.cells, req)
     scanned = got.scan.packages if got.scan else None

@@ -1,58 +1,87 @@
-"""Field reports: to which requests a report applies, and how the answer says so.
+"""Field reports as the recommender's evidence: the cells a report gives, to which requests they
+apply, and how the answer says so.
 
-A report in ``probe/data/reported.json`` carries ``applies``: the GPU (``gpu_sm``), the cell kind
-and backend (+ FA version), the quant (``null``: any), a ``feature`` (profile facts that must match:
-``head_dim``, ``attention_sinks``, ``mla``, ``tp``) and ``models`` — ``"any"`` when the failure is a
-property of that GPU x backend x quant (it then applies to every model that matches, e.g. the
-RTX PRO 6000 report of native-CUTLASS NVFP4 garbage applies to every NVFP4 model on sm_120), else
-the models it was seen on. Cells read from matrices without ``applies`` keep the old rule: their
-own model (or none) and shape.
+A report of the base (:mod:`probe.catalog.reports`, ``probe/data/reports.json`` + ``--reports`` /
+``$PROBE_REPORTS`` files) gives, per GPU it was seen on and only where its version range includes
+the vLLM version of the answer (:mod:`probe.catalog.report_versions`), one ``reported`` cell of its
+own backend (a ``degraded`` report: ``ok`` with ``degraded: true``) and, for a failure, one ``ok``
+cell per backend of the same kind the thread saw working instead (``works_with``). MoE, attention
+and engine reports only: the others (dense GEMM, sampler, communication, compile) have no half of
+the answer to speak for; :func:`probe.catalog.reports.reports_for` lists them.
+
+Each cell carries ``applies``: the GPU, kind, backend, quant (``null``: any), the report's features
+(model facts must match the model's profile; a report that needs a setting the default set-up does
+not turn on — FP8 KV cache, MTP, expert parallelism — does not apply; the reporter's own set-up,
+such as TP, is no condition) and its models (``model_specific``: only those; else any model that
+matches, and the answer names the model it was seen on). A report from another stack (SGLang,
+TensorRT-LLM, a standalone flash-attn build) counts only for how a shared kernel behaved, not for
+its own build or gate. A refusal (``unsupported``) seen on older vLLM versions than a vLLM check
+that accepts the backend for this model (``superseded_for``, :func:`probe.recommend.sources.mark_superseded`)
+no longer applies to it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from probe.catalog import report_vocab as vocab
+from probe.catalog.names import model_key
+from probe.catalog.report_versions import VersionStatus
+from probe.catalog.reports import Report, features_fit
 from probe.recommend.types import EvidenceCell, Request
+from probe.versions import version_key
 
-FEATURES = ("head_dim", "attention_sinks", "mla", "tp")
+CELL_KINDS = ("moe", "attention", "engine")
+CONDITIONS = ("model", "setting")  # feature roles that limit where a report applies
 
 
-def feature_value(req: Request, name: str) -> Any:
-    """The request's value of a report feature."""
+def request_features(req: Request) -> dict[str, Any]:
+    """The model facts of the request that a report's features are checked against."""
     p = req.profile
-    if name == "head_dim":
-        return p.head_dim
-    if name == "attention_sinks":
-        return bool((p.hybrid or {}).get("attention_sinks"))
-    if name == "mla":
-        return req.mla
-    return req.tp or 1  # "tp"
+    hybrid = p.hybrid or {}
+    return {
+        "head_size": p.head_dim,
+        "sinks": bool(hybrid.get("attention_sinks")),
+        "sliding_window": bool(hybrid.get("sliding_window")),
+        "mla": req.mla,
+        "activation": p.moe.activation if p.moe else None,
+        "sparse": False,
+        "softcap": False,
+        "alibi": False,
+        "non_causal": False,
+    }
+
+
+def is_model(req: Request, name: Any) -> bool:
+    """``name`` (as a report wrote it: an HF id, maybe with a quant suffix) is the request's model."""
+    return isinstance(name, str) and model_key(name) in {model_key(n) for n in req.profile.names()}
 
 
 def applies(c: EvidenceCell, req: Request) -> bool:
-    """A report with ``applies`` that concerns this request (GPU, quant, feature, model)."""
+    """A report cell (with ``applies``) that concerns this request (GPU, quant, features, model)."""
     a = c.get("applies") or {}
     if a.get("gpu_sm") not in (None, req.sm):
         return False
     if a.get("quant") not in (None, req.quant) and c.kind != "attention":
         return False
-    if any(feature_value(req, k) != v for k, v in (a.get("feature") or {}).items()):
+    if not features_fit(a.get("features") or {}, request_features(req)):
         return False
-    models = a.get("models", "any")
-    return models == "any" or any(req.is_model(m) for m in models)
+    if any(is_model(req, m) for m in a.get("superseded_for") or ()):
+        return False  # vLLM's own check accepts it for this model at a newer version than the refusal's
+    return not a.get("model_specific") or any(is_model(req, m) for m in a.get("models") or ())
 
 
 def scope(c: EvidenceCell, req: Request) -> str | None:
     """How a field report reaches this request ('reported on Qwen3.5-397B-A17B, applies by GPU x
     backend x quant'), or None for a report on this very model (or a cell without ``applies``)."""
     a = c.get("applies")
-    if not a or a.get("models", "any") != "any":
+    if not a or a.get("model_specific"):
         return None
     seen_on = c.get("model")
-    if seen_on and req.is_model(seen_on):
+    if seen_on and is_model(req, seen_on):
         return None
-    keys = ["GPU", "backend"] + (["quant"] if a.get("quant") else []) + sorted(a.get("feature") or {})
+    conditions = sorted(k for k in a.get("features") or {} if vocab.FEATURES[k][0] in CONDITIONS)
+    keys = ["GPU", "backend"] + (["quant"] if a.get("quant") else []) + conditions
     where = f"reported on {seen_on}" if seen_on else f"reported for sm_{a.get('gpu_sm')}"
     return f"{where}, applies by {' x '.join(keys)}"
 
@@ -62,3 +91,100 @@ def relevant(c: EvidenceCell, req: Request) -> bool:
     if c.kind == "engine":
         return applies(c, req) and (req.tp is None or c.get("tp") in (None, req.tp))
     return applies(c, req)
+
+
+# ------------------------------------------------------------------ reports -> cells
+
+
+def newest(versions: tuple[str, ...]) -> str | None:
+    """The newest of some exact versions."""
+    keyed = [(k, v) for v in versions if (k := version_key(v)) is not None]
+    return max(keyed)[1] if keyed else None
+
+
+def citation(r: Report, status: VersionStatus) -> str:
+    """'https://… (2025-11-03; seen on vLLM 0.11.0, open as of 2026-11-24)'."""
+    return f"{r.where} ({r.date}; {status.note})"
+
+
+def _roles(kind: str, backend: str) -> dict[str, Any]:
+    if kind == "moe":
+        return {"moe_backend": backend}
+    if kind == "attention":
+        return {"attention_backend": backend}
+    parts = backend.split("+")
+    moe = next((p for p in parts if p in vocab.backends("moe")), None)
+    attn = next((p for p in parts if p in vocab.backends("attention")), None)
+    return {k: v for k, v in (("moe_backend", moe), ("attention_backend", attn)) if v}
+
+
+def _workaround(r: Report) -> dict[str, Any] | None:
+    """The report's workaround as the answer could carry it (flags, env, note), or None."""
+    w = r.workaround
+    return None if w is None else {"flags": list(w.flags), "env": dict(w.env), "note": w.note}
+
+
+def _cell(r: Report, sm: int, status: VersionStatus, backend: str, works: bool) -> dict[str, Any]:
+    degraded = r.outcome == "degraded" and not works
+    outcome = "ok" if works or r.outcome == "degraded" else r.outcome
+    ident = (
+        f"reported/{r.id}" + (f"/sm_{sm}" if len(r.gpus) > 1 else "") + (f"/works/{backend}" if works else "")
+    )
+    cell: dict[str, Any] = {
+        "id": ident,
+        "kind": r.kind,
+        "evidence": "reported",
+        "basis": "field_report",
+        "gpu_sm": sm,
+        "backend": backend,
+        **_roles(r.kind, backend),
+        "fa_version": None if works else r.fa_version,
+        "quant": r.quant,
+        "model": r.models[0] if r.models else None,
+        "tp": r.features.get("tp") if isinstance(r.features.get("tp"), int) else None,
+        "outcome": outcome,
+        "degraded": degraded,
+        "degraded_reasons": [r.symptom] if degraded else [],
+        "root_cause": (f"worked where {r.backend} failed: {r.symptom}" if works else r.root_cause),
+        "phase": None if works else r.phase,
+        "exit_code": None if works else r.exit_code,
+        "timings": {} if works else dict(r.timings),
+        "citation": citation(r, status),
+        "details": {
+            "report": r.id,
+            "versions": status.note,
+            "log_line": r.log_line,
+            "symptom": r.symptom,
+            "workaround": _workaround(r) if not works else None,
+        },
+    }
+    if not works:
+        cell.update(r.shape)
+    cell["applies"] = {
+        "gpu_sm": sm,
+        "kind": r.kind,
+        "backend": backend,
+        "quant": r.quant,
+        "features": dict(r.features),
+        "models": list(r.models),
+        "model_specific": r.model_specific,
+        "version_state": status.state,
+        "seen_in": r.seen_in,
+        "vllm_seen": newest(r.versions.get("vllm", ())),
+    }
+    return cell
+
+
+def report_cells(r: Report, sm: int, status: VersionStatus) -> list[dict[str, Any]]:
+    """The cells report ``r`` gives on GPU ``sm``: its own backend's, then (for a failure) one ``ok``
+    cell per backend the thread saw working instead (not the failing backend itself: another FA
+    version of FLASH_ATTN cannot be told apart)."""
+    if r.kind not in CELL_KINDS or not r.speaks_for_vllm:
+        return []
+    cells = [_cell(r, sm, status, r.backend, works=False)]
+    if r.outcome != "ok":
+        kind = r.kind
+        for w in r.works_with:
+            if w != r.backend and (kind == "engine" or w in vocab.backends(kind)):
+                cells.append(_cell(r, sm, status, w, works=True))
+    return cells

@@ -1,5 +1,6 @@
 """Evidence for the recommender, one loader per source: measured matrix cells (with a matrix's own
-static section), static-scan predictions published next to the matrices, and packaged field reports.
+static section), static-scan predictions published next to the matrices, and field reports (the
+packaged base + ``$PROBE_REPORTS`` files), each applied at the vLLM version of the evidence for its GPU.
 
 The matrices are read as plain JSON with the structural checks of
 :mod:`probe.matrix.cell_rules` (the rules ``probe.matrix.schema`` enforces across cells), without
@@ -12,19 +13,22 @@ import json
 import logging
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from probe.catalog import datafiles
+from probe.catalog import reports as catalog_reports
 from probe.errors import BadInputError, UsageError
 from probe.matrix import cell_rules
 from probe.matrix.scan_predictions import is_static_predictions, predicted_cell_dicts
+from probe.recommend.reports import report_cells
 from probe.recommend.types import EvidenceCell, LoadedEvidence
+from probe.versions import version_key
 
 log = logging.getLogger(__name__)
 
-REPORTED_FILE = "probe/data/reported.json"
+REPORTED_FILE = catalog_reports.PACKAGED
 
 
 def packaged_json(name: str) -> Any:
@@ -32,14 +36,81 @@ def packaged_json(name: str) -> Any:
     return datafiles.read_json(name)
 
 
-def reported_cells() -> list[EvidenceCell]:
-    """The packaged field reports (``probe/data/reported.json``; validated by the test suite), each
-    cell carrying what it ``applies`` to (:mod:`probe.recommend.reports`)."""
-    doc = packaged_json("reported.json")
-    return [
-        EvidenceCell({**r["cell"], "applies": r["applies"]}, REPORTED_FILE, r["cell"].get("vllm_version"))
-        for r in doc.get("reports", [])
+def reported_cells(
+    versions_by_sm: Mapping[int, Mapping[str, str | None]] | None = None,
+    files: Sequence[str | os.PathLike[str]] | None = None,
+    gpus: Iterable[int] | None = None,
+) -> list[EvidenceCell]:
+    """The field reports as evidence cells (:func:`probe.recommend.reports.report_cells`), each
+    carrying what it ``applies`` to. A report counts on a GPU only where its version range includes
+    that GPU's versions in ``versions_by_sm`` (``{120: {"vllm": "0.33.0"}}``; a GPU not named: no
+    version known, so open reports count and fixed ones do not). ``files``: extra report files
+    (default ``$PROBE_REPORTS``); ``gpus``: only the cells of these GPUs (None: all)."""
+    out = []
+    only = set(gpus) if gpus is not None else None
+    for r in catalog_reports.load_reports(files, only, check=False):
+        for sm in r.gpus:
+            if only is not None and sm not in only:
+                continue
+            status = r.status((versions_by_sm or {}).get(sm, {}))
+            if status.applies:
+                out += [EvidenceCell(c, r.origin, None) for c in report_cells(r, sm, status)]
+    return out
+
+
+def mark_superseded(cells: list[EvidenceCell]) -> None:
+    """Note on each report of a refusal (``unsupported``, seen in vLLM) the models for which vLLM's own
+    check at a newer version than any the report saw accepts the same backend on the same GPU
+    (``applies.superseded_for``): for those models the refusal is out of date."""
+    refusals = [
+        c.cell
+        for c in cells
+        if c.cell.get("outcome") == "unsupported"
+        and (a := c.cell.get("applies"))
+        and a.get("seen_in") == "vllm"
+        and a.get("vllm_seen")
     ]
+    if not refusals:
+        return
+    wanted = {(d.get("gpu_sm"), d.get("kind"), d.get("backend")) for d in refusals}
+    accepted: dict[tuple[Any, ...], list[tuple[Any, str]]] = {}
+    for c in cells:
+        d = c.cell
+        key = (d.get("gpu_sm"), d.get("kind"), d.get("backend"))
+        if key in wanted and d.get("basis") == "vllm_check" and d.get("outcome") == "ok" and c.vllm:
+            accepted.setdefault(key, []).append((version_key(c.vllm), str(d.get("model"))))
+    for d in refusals:
+        seen = version_key(d["applies"]["vllm_seen"])
+        found = accepted.get((d.get("gpu_sm"), d.get("kind"), d.get("backend")), [])
+        d["applies"]["superseded_for"] = sorted(
+            {m for v, m in found if v is not None and seen is not None and v > seen}
+        )
+
+
+def _asked_gpus(cells: list[EvidenceCell], only_sm: int | None) -> set[int] | None:
+    """The GPUs an answer can be about: the one asked, else the ones measured (None: any)."""
+    if only_sm is not None:
+        return {only_sm}
+    measured = {
+        c.get("gpu_sm") for c in cells if c.evidence == "measured" and isinstance(c.get("gpu_sm"), int)
+    }
+    return measured or None
+
+
+def evidence_versions(
+    cells: Iterable[EvidenceCell], gpus: set[int] | None = None
+) -> dict[int, dict[str, str | None]]:
+    """Per GPU (of ``gpus``; None: all), the vLLM version its evidence speaks of: measured cells'
+    first, else predicted ones' (the version the answer's flags are spelled for)."""
+    best: dict[int, tuple[int, str]] = {}
+    for c in cells:
+        sm = c.cell.get("gpu_sm")
+        if not c.vllm or not isinstance(sm, int) or (gpus is not None and sm not in gpus):
+            continue
+        rank = {"measured": 2, "predicted": 1}.get(c.cell["evidence"], 0)
+        if rank > best.get(sm, (0, ""))[0]:
+            best[sm] = (rank, c.vllm)
+    return {sm: {"vllm": v} for sm, (_, v) in best.items()}
 
 
 def default_matrix_paths() -> list[Path]:
@@ -202,8 +273,9 @@ def load_evidence(
     gpu_files_only: bool = False,
     reports: bool = True,
 ) -> LoadedEvidence:
-    """All cells of all matrix / fleet / static-prediction files under ``paths`` plus the packaged
-    field reports. With ``only_sm``, matrices measured on another GPU (and holding no static
+    """All cells of all matrix / fleet / static-prediction files under ``paths`` plus the field
+    reports (packaged + ``$PROBE_REPORTS``; at the vLLM version of each GPU's evidence). With
+    ``only_sm``, matrices measured on another GPU (and holding no static
     section) are skipped, and of the per-GPU prediction files only ``sm_<only_sm>.json`` is read
     (without ``only_sm``, none) — of the ``vllm-<predictions>/`` folder. ``gpu_files_only``: only
     those per-GPU files (the second read, once the GPU and the answer's vLLM version are known)."""
@@ -225,5 +297,7 @@ def load_evidence(
                 cells.extend(matrix_cells(m, f, only_sm))
         used.append(str(f))
     if reports:
-        cells.extend(reported_cells())
+        gpus = _asked_gpus(cells, only_sm)
+        cells.extend(reported_cells(evidence_versions(cells, gpus), gpus=gpus))
+        mark_superseded(cells)
     return LoadedEvidence(cells, used)

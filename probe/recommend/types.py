@@ -66,7 +66,7 @@ class EvidenceCell:
     """One cell (schema fields; ``evidence`` always set) and what the recommender knows about it."""
 
     cell: dict[str, Any]
-    source: str  # the file it was read from (``probe/data/reported.json`` for field reports)
+    source: str  # the file it was read from (``probe/data/reports.json`` for field reports)
     vllm: str | None  # the vLLM version the cell speaks of (for spelling the flags)
     gpu_name: str | None = None  # the GPU name of its matrix's provenance
     gpu_count: int | None = None  # how many GPUs its matrix's run had (provenance.gpu.count)

@@ -18,6 +18,7 @@ def run_probe(
     full_env.pop("GITHUB_ACTIONS", None)
     full_env.pop("GITHUB_STEP_SUMMARY", None)
     full_env.pop("PROBE_MATRICES", None)
+    full_env.pop("PROBE_REPORTS", None)
     if env:
         full_env.update(env)
     return subprocess.run(

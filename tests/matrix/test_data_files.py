@@ -9,14 +9,15 @@ from importlib import resources
 import pytest
 from pydantic import ValidationError
 
-from probe.recommend.data_models import FlagsData, ReportedData, validate_packaged_data
+from probe.catalog.report_schema import ReportsFile
+from probe.recommend.data_models import FlagsData, validate_packaged_data
 
 
 def test_packaged_files_validate():
     flags, reported = validate_packaged_data()
     assert {"marlin", "cutlass", "flashinfer_cutlass", "triton"} <= flags.moe_backends.keys()
     assert "nvfp4" not in flags.moe_backends["triton"].quants  # rejected for NVFP4 (field report + oracle)
-    assert {c.gpu_sm for c in reported.cells} == {110, 120, 121}
+    assert {110, 120, 121} <= {sm for r in reported.reports for sm in r.gpus}
 
 
 def _raw(name):
@@ -30,8 +31,9 @@ def test_bad_flags_data_is_rejected():
         FlagsData.model_validate(bad)
 
 
-def test_reported_cells_need_citations():
-    bad = copy.deepcopy(_raw("reported.json"))
-    bad["reports"][0]["cell"]["citation"] = None
-    with pytest.raises(ValidationError):
-        ReportedData.model_validate(bad)
+def test_reports_need_a_source_or_a_citation():
+    bad = copy.deepcopy(_raw("reports.json"))
+    bad["reports"][0]["source"] = None
+    bad["reports"][0].pop("citation", None)
+    with pytest.raises(ValidationError, match="needs a 'citation'"):
+        ReportsFile.model_validate(bad)

@@ -107,7 +107,7 @@ def test_scan_document_cells_take_the_scanned_vllm_version():
 def test_reported_cells_cite_their_source():
     cells = reported_cells()
     assert cells and all(c.evidence == "reported" and c.get("citation") for c in cells)
-    assert {c.source for c in cells} == {"probe/data/reported.json"}
+    assert {c.source for c in cells} == {"probe/data/reports.json"}
 
 
 def test_load_evidence_reads_folders_and_adds_field_reports(tmp_path):
@@ -116,4 +116,7 @@ def test_load_evidence_reads_folders_and_adds_field_reports(tmp_path):
     ev = load_evidence([tmp_path])
     assert ev.files == [str(tmp_path / "m.json")]
     assert [c.get("id") for c in ev.cells if c.evidence == "measured"] == ["a"]
-    assert len(ev.cells) == 1 + len(reported_cells())
+    # the field reports of the measured GPU (sm_90), applied at its vLLM version (0.26.0)
+    reported = [c for c in ev.cells if c.evidence == "reported"]
+    assert reported and {c.get("gpu_sm") for c in reported} == {90}
+    assert len(reported) == len(reported_cells({90: {"vllm": "0.26.0"}}, gpus=[90]))
