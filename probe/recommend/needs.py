@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from probe.recommend.types import EvidenceCell, Pair, Request
@@ -27,6 +27,8 @@ _MISSING = re.compile(r"No module named '([\w.]+)'")
 class Needs:
     lines: list[str]
     engine_args: dict[str, str]
+    env: dict[str, str] = field(default_factory=dict)
+    flags: tuple[str, ...] = ()
 
 
 def missing_module(c: EvidenceCell) -> str | None:
@@ -108,3 +110,44 @@ def needs(
     lacks = image_lacks(mine, scanned)
     eng = engine_needs(family, lacks, best, req.name)
     return Needs(_package_lines(best, flags, lacks, scanned) + eng.lines, eng.engine_args)
+
+
+#: flags a workaround may carry that pick a backend or change what the user asked for: such a
+#: workaround is a reason to choose another backend (the ranking's job), never a flag to add
+_CHOOSING = (
+    "--moe-backend",
+    "--attention-backend",
+    "--kv-cache-dtype",
+    "--speculative-config",
+    "--quantization",
+)
+
+
+def report_workarounds(best: Pair, req: Request, features: dict[str, Any], files: list[str] | None) -> Needs:
+    """Flags and environment that field reports in range give for the chosen backends on this GPU
+    (a failure the answer keeps its backend despite — measured working here — or a degraded run):
+    each added to the answer with the report's link."""
+    from probe.catalog import reports as catalog_reports
+
+    lines: list[str] = []
+    env: dict[str, str] = {}
+    flags: list[str] = []
+    pool = catalog_reports.load_reports(files or None, frozenset({req.sm}), check=False)
+    chosen = [(best.moe, "moe"), (best.attn, "attention")]
+    for backend, kind in chosen:
+        if not backend:
+            continue
+        found = catalog_reports.workarounds_for(
+            req.sm, backend, kind, req.quant, features, req.vllm, model=req.name, reports=pool
+        )
+        for r, w in found:
+            if kind == "attention" and r.fa_version not in (None, best.fa):
+                continue  # a report on another FlashAttention version than the answer's
+            if any(f.split("=")[0] in _CHOOSING for f in w.flags) or not (w.flags or w.env):
+                continue
+            spelled = " ".join([*(f"{k}={v}" for k, v in w.env.items()), *w.flags])
+            link = r.source or r.citation or r.id
+            lines.append(f"{spelled}: a field report's workaround for {backend} here ({r.outcome}; {link})")
+            env.update(w.env)
+            flags += [f for f in w.flags if f not in flags]
+    return Needs(lines, {}, env, tuple(flags))

@@ -83,6 +83,7 @@ class _Context:
     mine: list[EvidenceCell]
     family: list[EvidenceCell]
     scanned: frozenset[str] | None
+    report_files: list[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,8 @@ def _answer(
     roles = {"moe": best.moe, "attention": best.attn}
     picks = _auto_picks(req, mine)
     need = needs.needs(best, req, mine, ctx.family, fd, ctx.scanned)
+    fix = needs.report_workarounds(best, req, reports.request_features(req), ctx.report_files)
+    env = {**env, **fix.env}
     warnings += explain.departures(picks, roles, ruled_out, _rank_reasons(pairs, picks, prefs))
     for role, h in halves.items():
         if picks.get(role) and picks[role] == h["backend"]:
@@ -135,8 +138,8 @@ def _answer(
         attention_backend=best.attn,
         fa_version=best.fa,
         engine_args={**best.args, **need.engine_args},
-        flags=args + engine_arg_flags({**best.args, **need.engine_args}),
-        needs=need.lines,
+        flags=_joined(args + engine_arg_flags({**best.args, **need.engine_args}), fix.flags),
+        needs=need.lines + fix.lines,
         env=env,
         evidence=explain.cited_evidence(best, req, ladder.ruled, chosen),
         ruled_out=ruled_out,
@@ -165,6 +168,20 @@ def _auto_picks(req: Request, mine: list[EvidenceCell]) -> dict[str, str | None]
     if req.experts:
         picks["moe"] = verdict.auto_pick(verdict.oracle_cells(mine, req, "moe"))
     return picks
+
+
+def _joined(flags: list[str], extra: tuple[str, ...]) -> list[str]:
+    """``flags`` then the ``extra`` flags it does not already hold (a flag and its value stay together)."""
+    out = list(flags)
+    i = 0
+    while i < len(extra):
+        item = (
+            list(extra[i : i + 2]) if i + 1 < len(extra) and not extra[i + 1].startswith("--") else [extra[i]]
+        )
+        if not any(out[j : j + len(item)] == item for j in range(len(out))):
+            out += item
+        i += len(item)
+    return out
 
 
 def _chosen_keys(best: Pair) -> set[tuple[str, str]]:
@@ -284,7 +301,7 @@ def _recommend(
     req = Request.of(prof, prof.quant, tp, got.sm, got.version.vllm, deploy)
     mine = about(got.loaded.cells, req)
     scanned = got.scan.packages if got.scan else None
-    ctx = _Context(mine, family_runs(got.loaded.cells, prof), scanned)
+    ctx = _Context(mine, family_runs(got.loaded.cells, prof), scanned, src.report_files)
     measured_here = any(c.evidence == "measured" for c in mine)
     basis = "measured" if measured_here else "fallback"
     fd = flags_data()

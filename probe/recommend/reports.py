@@ -49,6 +49,11 @@ def request_features(req: Request) -> dict[str, Any]:
         "softcap": False,
         "alibi": False,
         "non_causal": False,
+        # the deployment the user asked for (settings a report may need turned on)
+        "kv_cache_dtype": req.deploy.kv_cache_dtype,
+        "ep": req.deploy.ep,
+        "dp": req.deploy.dp,
+        **({"spec_decode": req.deploy.speculative} if req.deploy.speculative else {}),
     }
 
 
