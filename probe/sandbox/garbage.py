@@ -28,6 +28,8 @@ _UNIT = re.compile(rf"(.{{2,40}}?)\1{{{UNIT_RUN - 1},}}")
 _SPECIAL = re.compile(rf"(<\|[^|<>\s]{{1,60}}\|>)\s*(?:\1\s*){{{SPECIAL_RUN - 1},}}")
 # characters of rules, tables, bars, carets and box drawing: runs of these are layout
 _LAYOUT = frozenset(" \t=-_*#~.+|/\\<>:;,`'\"^()[]{}") | {chr(c) for c in range(0x2500, 0x2600)}
+# escaped blank lines or tabs of a JSON / repr dump (``\\n\\n\\n``)
+_ESCAPES = re.compile(r"(?:\\[nrt]|\s)+")
 # a unit made of these only is a number, a hex dump or a tensor print
 _NUMERIC = frozenset("0123456789abcdefABCDEFxX.,:;+-eE ()[]")
 
@@ -62,7 +64,7 @@ def repeated_unit(line: str, distinct_trigrams: int) -> str | None:
         unit = m.group(1)
         if len(set(unit)) < 2 or all(c in _LAYOUT for c in unit) or all(c in _NUMERIC for c in unit):
             continue
-        if not any(c.isalnum() or c in "!?" for c in unit):
+        if not any(c.isalnum() or c in "!?" for c in unit) or _ESCAPES.fullmatch(unit):
             continue
         return unit
     return None
