@@ -54,6 +54,9 @@ _EXC = re.compile(rf"^\s*({_EXC_TYPE})(?::\s?(.*))?$")
 # the repr form vLLM and others log: AssertionError('Only FlashAttention backend is supported for now.')
 _EXC_REPR = re.compile(rf"^\s*({_EXC_TYPE})\((['\"])(.*)\2,?\)\s*$")
 _FRAME = re.compile(r'^\s*File "[^"]*", line \d+')
+# a native backtrace frame: "4   0x7f6ce80a9b72 ns::Class::fn(...) + 50", "#3 0x...", "[ 2] /lib/x.so(+0x...)"
+_NATIVE_FRAME = re.compile(r"^\s*(?:#?\d+\s+0x[0-9a-fA-F]+\s|\[\s*\d+\]\s)")
+_FRAME_REACH = 64  # lines a backtrace may run below the error it belongs to
 _TB_START = "Traceback (most recent call last)"
 
 
@@ -128,6 +131,7 @@ class LogScanner:
         self._in_tb = False
         self._after_frame = False  # the previous line was a traceback frame: this one is its source
         self._last_src: tuple[int, str] | None = None  # the last source line quoted in a traceback
+        self._last_error: tuple[int, str] | None = None  # the last error line a native backtrace may explain
         self._warn_body = 0  # lines left of a Python warning's message
         self.window: LogWindow | None = None  # what feed_stream read
         self.gap_after: int | None = None  # line numbers after this line are not known (bytes skipped)
@@ -190,12 +194,24 @@ class LogScanner:
             sig = None
         sig, exc_m, quoted = self._traceback(n, body, stripped, sig)
         if sig is not None:
-            self._record(n, text, sig)
+            self._record(*self._frame_owner(n, text, body, sig), sig)
         elif exc_m is not None:
             self._exception(n, text, exc_m)
         elif not quoted:
             self._garbage(n, text, body)
         self.tail.append((n, text, sig))
+
+    def _frame_owner(self, n: int, text: str, body: str, sig: Signature) -> tuple[int, str]:
+        """(line, text) a hit is reported on. A decisive match on a native backtrace frame (a frame
+        naming ``deserializePlugin``) explains the error line that backtrace belongs to: that line is
+        the root cause. Any other failure line becomes the error later frames may explain."""
+        if sig.kind not in ("decisive", "wrapper", "fault", "echo"):
+            return n, text
+        if not _NATIVE_FRAME.match(body):
+            self._last_error = (n, text)
+        elif sig.kind == "decisive" and self._last_error and n - self._last_error[0] <= _FRAME_REACH:
+            return self._last_error
+        return n, text
 
     def _mark_phase(self, n: int, body: str) -> None:
         phase = self.match.phase(body)

@@ -39,6 +39,7 @@ _PREFIXES = [
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.@/-]+(?:\[\d+\])?: "),  # syslog / journal
     re.compile(r"^\[\s*\d+\.\d+\]\s?"),  # dmesg [ 1843.308145]
     re.compile(r"^\[rank\d+\]:\s?"),  # torch.distributed [rank0]:
+    re.compile(r"^(?:\S+\s+)?\[default\d+\]:\s?"),  # torchrun --tee [default6]: (after a job-step tag)
     re.compile(r"^[\w.-]+\s+\| "),  # docker compose service prefix
     re.compile(r"^(?:`+|>\s)"),  # markdown quoting of a pasted line
 ]

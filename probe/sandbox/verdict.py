@@ -25,8 +25,8 @@ _WRAPPER_ONLY = (
     "this excerpt)"
 )
 _EXCERPT_NOTE = (
-    "the log ends inside unfinished work ({line}); if this is only an excerpt of a run that went on, "
-    "it is not a hang"
+    "the log ends on the program saying it waits ({line}); if this is only an excerpt of a run that went "
+    "on, it is not a hang"
 )
 
 
@@ -238,12 +238,11 @@ def catch_all(sc: LogScanner, ev: RunEvidence) -> Classification | None:
 def stall(sc: LogScanner, ev: RunEvidence) -> Classification | None:
     from probe.sandbox.classify import Classification
 
-    if ev.exit_code is not None:
+    if ev.exit_code is not None or not sc.tail:
         return None
-    stalls = [(n, t, s) for n, t, s in sc.tail if s is not None and s.kind == "stall"]
-    if not stalls or (sc.last_finish is not None and sc.last_finish >= stalls[-1][0]):
+    n, t, s = sc.tail[-1]
+    if s is None or s.kind != "stall" or (sc.last_finish is not None and sc.last_finish >= n):
         return None
-    n, t, s = stalls[-1]
     hint = f"{_hint(sc, Outcome.TIMEOUT, s)}; {_EXCERPT_NOTE.format(line=s.id)}"
     return Classification(
         Outcome.TIMEOUT,

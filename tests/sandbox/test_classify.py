@@ -123,13 +123,6 @@ CASES = [
         False,
     ),
     (
-        "hang at 0% (flashinfer#2939 / vllm PR #38730)",
-        "INFO 01-01 00:00:00 [llm.py:1] Engine started.\nProcessed prompts:   0%|          | 0/64 [00:00<?, ?it/s]\n",
-        "timeout",
-        "Processed prompts:   0%",
-        False,
-    ),
-    (
         "ptxas rejects sm_121a (triton#8539)",
         "triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error\n`ptxas` stderr:\n"
         "ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'\n",
@@ -583,11 +576,35 @@ RULE_CASES = [
         None,
     ),
     (
-        "a log that ends on a progress bar stopped below 100%",
+        "a log that ends on a progress bar stopped below 100% is an excerpt as far as text goes",
         "Capturing CUDA graphs (decode, FULL):  79%|███████▉  | 53/67 [00:08<00:02,  3.62it/s]\n",
+        "ok",
+        "no-failure",
+        None,
+    ),
+    (
+        "a log that ends on engine stats with requests in flight and nothing generated",
+        "INFO 08-21 14:30:43 [loggers.py:123] Engine 004: Avg prompt throughput: 0.0 tokens/s, Avg generation "
+        "throughput: 0.0 tokens/s, Running: 255 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%\n",
         "timeout",
         "stall",
-        "53/67",
+        "Running: 255 reqs",
+    ),
+    (
+        "a log that ends on the program saying it waits",
+        "INFO 05-28 14:44:28 [shm_broadcast.py:681] No available shared memory broadcast block found in 60 "
+        "seconds. This typically happens when some processes are hanging or doing some time-consuming work.\n",
+        "timeout",
+        "stall",
+        "No available shared memory broadcast block",
+    ),
+    (
+        "a wait followed by progress is not a hang",
+        "INFO 05-28 14:44:28 [shm_broadcast.py:681] No available shared memory broadcast block found in 60 "
+        "seconds.\n[AutoTuner]: Tuning fp4_gemm:  55%|█████▌    | 12/22 [06:58<07:10, 43.03s/profile]\n",
+        "ok",
+        "no-failure",
+        None,
     ),
 ]
 NOT_GARBAGE = [
