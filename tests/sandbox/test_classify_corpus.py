@@ -233,3 +233,13 @@ def test_examples_named_by_signatures_and_exception_rules_hold_such_a_line():
         with open(CORPUS / rule.example, "rb") as fh:
             sc.feed_stream(fh)
         assert rule.id in {h.name for h in sc.exceptions}, (rule.id, rule.example)
+
+
+def test_the_documented_decision_order_is_the_data():
+    """docs/sandbox.md's decision-order table lists the rules in the order signatures.json applies them."""
+    import re
+
+    doc = (CORPUS.parents[2] / "docs" / "sandbox.md").read_text()
+    table = doc[doc.index("### Decision order") : doc.index("**A log that just stops.**")]
+    documented = re.findall(r"^\| \d+ \| `([a-z-]+)` \|", table, re.M)
+    assert documented == [r.id for r in signature_db().decision_order]
