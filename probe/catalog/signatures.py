@@ -12,7 +12,8 @@ Each signature is a regular expression over one log line with a *kind*:
 - ``benign``    never makes a run fail (may set ``degraded_reason``);
 - ``degraded``  a performance warning when the run succeeded; its ``outcome`` (if any) is used only
   when the run failed and nothing better explains it;
-- ``stall``     an unfinished step or a stated wait: when a log with no failure *ends* on one, it is a hang;
+- ``stall``     the program states it is stuck (a wait, no progress): a log with no failure that *ends* on one
+  is a hang;
 - ``finish``    evidence the program finished normally.
 
 On one line the matching signature with the highest ``priority`` wins (ties: file order). Which kind of

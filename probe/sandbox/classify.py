@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import collections
 import re
-from dataclasses import dataclass, field
 from typing import IO, Any
 
 from probe.catalog.signatures import Signature, SignatureDB, signature_db
@@ -31,6 +30,7 @@ from probe.outcomes import Outcome
 from probe.sandbox import garbage
 from probe.sandbox.loginput import LogWindow, read_window
 from probe.sandbox.logtext import LineMatcher, clean_line, looks_binary, strip_prefixes
+from probe.sandbox.verdict import Classification, Hit, RunEvidence, decide
 
 __all__ = [
     "Classification",
@@ -58,48 +58,6 @@ _FRAME = re.compile(r'^\s*File "[^"]*", line \d+')
 _NATIVE_FRAME = re.compile(r"^\s*(?:#?\d+\s+0x[0-9a-fA-F]+\s|\[\s*\d+\]\s)")
 _FRAME_REACH = 64  # lines a backtrace may run below the error it belongs to
 _TB_START = "Traceback (most recent call last)"
-
-
-@dataclass
-class Classification:
-    """The classifier's answer; ``rule`` names the step of the decision order that decided."""
-
-    outcome: Outcome
-    root_cause: str | None = None
-    hint: str | None = None
-    phase: str | None = None
-    degraded: bool = False
-    degraded_reasons: list[str] = field(default_factory=list)
-    line_number: int | None = None
-    signature: str | None = None
-    lines: int = 0
-    rule: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "outcome": self.outcome.value,
-            "root_cause": self.root_cause,
-            "hint": self.hint,
-            "degraded": self.degraded,
-            "degraded_reasons": self.degraded_reasons,
-            "phase": self.phase,
-            "line_number": self.line_number,
-            "signature": self.signature,
-            "rule": self.rule,
-        }
-
-
-@dataclass
-class Hit:
-    """One line of evidence: a signature match, an exception line or a garbage line."""
-
-    line_no: int
-    text: str
-    sig: Signature | None = None
-    exc_type: str | None = None
-    exc_msg: str | None = None
-    outcome: Outcome | None = None
-    name: str | None = None  # the exception rule or garbage unit that explains the line
 
 
 def _cap(raw: str) -> str:
@@ -329,8 +287,6 @@ class LogScanner:
     ) -> Classification:
         """Decide (verdict.py). ``completed``: True if the probe returned (reported holds its outcome,
         None if it raised), False if the child died / hung, None when unknown (a pasted log)."""
-        from probe.sandbox.verdict import RunEvidence, decide
-
         return decide(
             self, RunEvidence(exit_code, signal_name, timed_out, reported, memory_killed, completed)
         )

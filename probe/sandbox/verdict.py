@@ -11,14 +11,15 @@ runner's evidence > wrappers > catch-all, then, for a log with no failure, a sta
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from probe.outcomes import Outcome
+from probe.sandbox.logtext import strip_prefixes
 
 if TYPE_CHECKING:
     from probe.catalog.signatures import Signature
-    from probe.sandbox.classify import Classification, Hit, LogScanner
+    from probe.sandbox.classify import LogScanner
 
 _WRAPPER_ONLY = (
     "only wrapper lines found (the real error was printed elsewhere, e.g. by another process or before "
@@ -28,6 +29,48 @@ _EXCERPT_NOTE = (
     "the log ends on the program saying it waits ({line}); if this is only an excerpt of a run that went "
     "on, it is not a hang"
 )
+
+
+@dataclass
+class Classification:
+    """The classifier's answer; ``rule`` names the step of the decision order that decided."""
+
+    outcome: Outcome
+    root_cause: str | None = None
+    hint: str | None = None
+    phase: str | None = None
+    degraded: bool = False
+    degraded_reasons: list[str] = field(default_factory=list)
+    line_number: int | None = None
+    signature: str | None = None
+    lines: int = 0
+    rule: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome.value,
+            "root_cause": self.root_cause,
+            "hint": self.hint,
+            "degraded": self.degraded,
+            "degraded_reasons": self.degraded_reasons,
+            "phase": self.phase,
+            "line_number": self.line_number,
+            "signature": self.signature,
+            "rule": self.rule,
+        }
+
+
+@dataclass
+class Hit:
+    """One line of evidence: a signature match, an exception line or a garbage line."""
+
+    line_no: int
+    text: str
+    sig: Signature | None = None
+    exc_type: str | None = None
+    exc_msg: str | None = None
+    outcome: Outcome | None = None
+    name: str | None = None  # the exception rule or garbage unit that explains the line
 
 
 @dataclass(frozen=True)
@@ -75,9 +118,6 @@ def _hint(sc: LogScanner, outcome: Outcome, sig: Signature | None = None) -> str
 
 def from_hit(sc: LogScanner, hit: Hit, outcome: Outcome | None = None) -> Classification:
     """A verdict whose root cause is a log line."""
-    from probe.sandbox.classify import Classification
-    from probe.sandbox.logtext import strip_prefixes
-
     out = outcome or hit.outcome or Outcome.CRASHED
     sig = hit.sig
     phase = (sig.phase if sig is not None and sig.phase else None) or (
@@ -107,16 +147,12 @@ def bare(
     sc: LogScanner, outcome: Outcome, cause: str | None = None, signature: str | None = None
 ) -> Classification:
     """A verdict with no log line behind it (the runner's evidence, or nothing at all)."""
-    from probe.sandbox.classify import Classification
-
     return Classification(
         outcome, cause, _hint(sc, outcome), _phase_at(sc, None), lines=sc.n, signature=signature
     )
 
 
 def _ok(sc: LogScanner) -> Classification:
-    from probe.sandbox.classify import Classification
-
     reasons = list(sc.degraded_reasons)
     return Classification(
         Outcome.OK,
@@ -236,8 +272,6 @@ def catch_all(sc: LogScanner, ev: RunEvidence) -> Classification | None:
 
 
 def stall(sc: LogScanner, ev: RunEvidence) -> Classification | None:
-    from probe.sandbox.classify import Classification
-
     if ev.exit_code is not None or not sc.tail:
         return None
     n, t, s = sc.tail[-1]
