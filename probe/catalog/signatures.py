@@ -2,30 +2,36 @@
 
 Each signature is a regular expression over one log line with a *kind*:
 
-- ``decisive``  names a root cause (its ``outcome`` is required);
+- ``decisive``  states a root cause (its ``outcome`` is required);
+- ``fault``     a fault marker: a debugger, sanitizer, the driver, the kernel or the C runtime reports that
+  the GPU or the process faulted (cuda-gdb ``CUDA Exception:``, compute-sanitizer ``Invalid __global__
+  read``, ``NVRM: Xid``, ``Segmentation fault``, ``core dumped``); its ``outcome`` is required and a log
+  with one is never ``ok``;
 - ``wrapper``   says *that* something failed, never *why* (vLLM's "Engine core initialization failed");
 - ``echo``      follows a first CUDA error (cuBLAS execution failures, ``~CUDAEvent`` warnings);
 - ``benign``    never makes a run fail (may set ``degraded_reason``);
 - ``degraded``  a performance warning when the run succeeded; its ``outcome`` (if any) is used only
   when the run failed and nothing better explains it;
-- ``stall``     a progress line: when a log with no failure *ends* on one, it is a hang;
+- ``stall``     the program states it is stuck (a wait, no progress): a log with no failure that *ends* on one
+  is a hang;
 - ``finish``    evidence the program finished normally.
 
-On one line the matching signature with the highest ``priority`` wins (ties: file order).
+On one line the matching signature with the highest ``priority`` wins (ties: file order). Which kind of
+evidence decides when a log holds several is the ``decision_order`` (docs/sandbox.md "Decision order").
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from probe.catalog import datafiles
 from probe.outcomes import Outcome
 
-Kind = Literal["decisive", "wrapper", "echo", "benign", "degraded", "stall", "finish"]
+Kind = Literal["decisive", "fault", "wrapper", "echo", "benign", "degraded", "stall", "finish"]
 
 
 def _compile(pattern: str, ignore_case: bool = True) -> re.Pattern[str]:
@@ -42,14 +48,14 @@ except ImportError:  # Python 3.10
 _MIN_LITERAL = 3
 
 
-def _required(items: Any) -> frozenset[str] | None:
+def _required(items: Any, min_len: int = _MIN_LITERAL) -> frozenset[str] | None:
     """Lower-cased literals of which at least one occurs in every match of ``items`` (None: unknown)."""
     cands: list[frozenset[str]] = []
     run = ""
 
     def flush() -> None:
         nonlocal run
-        if len(run) >= _MIN_LITERAL:
+        if len(run) >= min_len:
             cands.append(frozenset({run.lower()}))
         run = ""
 
@@ -60,12 +66,12 @@ def _required(items: Any) -> frozenset[str] | None:
         flush()
         sub: frozenset[str] | None = None
         if op is _sre_c.SUBPATTERN:
-            sub = _required(av[-1])
+            sub = _required(av[-1], min_len)
         elif op is _sre_c.BRANCH:
-            alts = [_required(a) for a in av[1]]
+            alts = [_required(a, min_len) for a in av[1]]
             sub = None if any(a is None for a in alts) else frozenset().union(*alts)  # type: ignore[arg-type]
         elif op in (_sre_c.MAX_REPEAT, _sre_c.MIN_REPEAT) and av[0] >= 1:
-            sub = _required(av[2])
+            sub = _required(av[2], min_len)
         if sub:
             cands.append(sub)
     flush()
@@ -76,9 +82,12 @@ def _required(items: Any) -> frozenset[str] | None:
 
 def required_literals(pattern: str) -> frozenset[str] | None:
     """A cheap pre-check for a regex: at least one of these lower-cased strings is in any line it
-    matches (searched in the lower-cased line), or None when no such set can be derived."""
+    matches (searched in the lower-cased line), or None when no such set can be derived. Literals of
+    three characters or more are preferred; two-character ones (``%|`` of a progress bar, ``ok``) are
+    the fallback before None."""
     try:
-        return _required(_sre_p.parse(pattern))
+        parsed = _sre_p.parse(pattern)
+        return _required(parsed) or _required(parsed, 2)
     except Exception:
         return None
 
@@ -97,6 +106,9 @@ class Signature(BaseModel):
     phase: str | None = None
     fails: bool = Field(default=True, description="wrapper only: does this line alone mean the run failed?")
     source: str | None = None
+    example: str | None = Field(
+        default=None, description="a corpus log with a line this signature matches: COLLECTION/FILE"
+    )
 
     @field_validator("regex")
     @classmethod
@@ -109,8 +121,8 @@ class Signature(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> Signature:
-        if self.kind == "decisive" and self.outcome is None:
-            raise ValueError(f"decisive signature {self.id} needs an outcome")
+        if self.kind in ("decisive", "fault") and self.outcome is None:
+            raise ValueError(f"{self.kind} signature {self.id} needs an outcome")
         if self.kind == "benign" and self.outcome is not None:
             raise ValueError(f"benign signature {self.id} must not carry an outcome")
         if self.outcome in (Outcome.OK, Outcome.SKIPPED):
@@ -127,21 +139,71 @@ class Signature(BaseModel):
 
 
 class ExceptionRule(BaseModel):
-    """Fallback for a Python exception line no signature matched: map by exception type (+ message)."""
+    """A Python exception line no signature matched: its type (+ message) may state a cause. A rule
+    without ``type`` reads the message of an exception of any type (``Exception: flashinfer_python is
+    installed with version 0.6.3, which is less than the minimum required version``); rules are tried in
+    file order, the first that matches decides, and an exception no rule explains is ``crashed``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    type: str
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    type: str | None = None
     message: str | None = None
     outcome: Outcome
+    reason: str | None = None
+    example: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ExceptionRule:
+        if self.type is None and self.message is None:
+            raise ValueError(f"exception rule {self.id} needs a type or a message")
+        for rx in (self.type, self.message):
+            if rx is not None:
+                try:
+                    re.compile(rx)
+                except re.error as exc:
+                    raise ValueError(f"exception rule {self.id}: bad regex {rx!r}: {exc}") from exc
+        return self
 
     @functools.cached_property
-    def type_pattern(self) -> re.Pattern[str]:
-        return re.compile(rf"(?:^|\.)(?:{self.type})$")
+    def type_pattern(self) -> re.Pattern[str] | None:
+        return None if self.type is None else re.compile(rf"(?:^|\.)(?:{self.type})$")
 
     @functools.cached_property
     def message_pattern(self) -> re.Pattern[str] | None:
         return None if self.message is None else re.compile(self.message, re.IGNORECASE)
+
+
+DecisionRuleId = Literal[
+    "probe-report",
+    "memory-kill",
+    "stated-cause",
+    "fault-marker",
+    "garbage-output",
+    "echo",
+    "unexplained-exception",
+    "fatal-degraded",
+    "runner-timeout",
+    "runner-signal",
+    "wrapper",
+    "catch-all",
+    "stall",
+    "no-failure",
+]
+
+
+class DecisionRule(BaseModel):
+    """One step of the classifier's decision order: which evidence it reads, why it ranks where it
+    does, and a corpus log it decides (``example``: COLLECTION/FILE, classified with ``example_args``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: DecisionRuleId
+    evidence: str
+    outcome: str
+    reason: str
+    example: str | None = Field(description="COLLECTION/FILE; None only for evidence from the sandbox itself")
+    example_args: list[str] = []
 
 
 class PhaseMarker(BaseModel):
@@ -168,6 +230,7 @@ class SignatureDB(BaseModel):
     exceptions: list[ExceptionRule]
     phases: list[PhaseMarker] = []
     outcome_hints: dict[Outcome, str] = {}
+    decision_order: list[DecisionRule]
 
     @model_validator(mode="after")
     def _unique(self) -> SignatureDB:
@@ -176,6 +239,12 @@ class SignatureDB(BaseModel):
             if s.id in seen:
                 raise ValueError(f"duplicate signature id {s.id}")
             seen.add(s.id)
+        rules = [r.id for r in self.decision_order]
+        missing = set(get_args(DecisionRuleId)) - set(rules)
+        if missing or len(rules) != len(set(rules)):
+            raise ValueError(f"decision_order must name every rule once (missing: {sorted(missing)})")
+        if len({e.id for e in self.exceptions}) != len(self.exceptions):
+            raise ValueError("duplicate exception rule id")
         return self
 
 

@@ -1,14 +1,20 @@
-"""Classify a vLLM / FlashInfer / PyTorch log: outcome, root-cause line and a one-line hint.
+"""Classify a vLLM / FlashInfer / PyTorch log: outcome, root-cause line, one-line hint, and the rule of
+the decision order that decided.
 
-Reads LOGFILE (``-`` for stdin; ``.gz`` is decompressed) as a stream, so logs of any size work in
-bounded memory. The root cause is the earliest decisive line (not vLLM's wrapper lines such as
-"Engine core initialization failed", nor the CUDA errors echoed after the first one).
+Reads LOGFILE (a regular file; ``-`` for stdin; ``.gz`` is decompressed). At most the first 256 KiB and
+the last 1 MiB are classified: a regular file's middle is skipped by seeking, a stream is read in chunks
+(up to 1 GiB, then reading stops), so a log of any size takes bounded time and memory. FIFOs, sockets
+and devices are refused without being read. The root cause is the earliest line that states a cause
+(not vLLM's wrapper lines such as "Engine core initialization failed", nor the CUDA errors echoed after
+the first one).
 
 Examples:
   probe classify engine.log
   docker logs vllm 2>&1 | probe classify - --json
   probe classify worker.log --exit-code 137
-Exit codes: 0 classified (whatever the outcome), 2 usage error, 6 unreadable, empty or binary input.
+  probe classify hung.log --timed-out      # a hang has no error line: say so
+Exit codes: 0 classified (whatever the outcome), 2 usage error, 6 unreadable, empty, binary or
+not-a-regular-file input.
 """
 
 from __future__ import annotations
@@ -16,6 +22,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from probe.sandbox.classify import Classification, LogScanner
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
@@ -58,25 +68,48 @@ def _signal_name(value: str | None, exit_code: int | None) -> tuple[str | None, 
     return None, exit_code
 
 
-def execute(args: argparse.Namespace) -> int:
-    import gzip
-
+def _read(path: str) -> LogScanner:
     from probe.errors import BadInputError
     from probe.sandbox.classify import LogScanner
+    from probe.sandbox.loginput import open_log
+
+    scanner = LogScanner()
+    stream, size = (sys.stdin.buffer, None) if path == "-" else open_log(path)
+    try:
+        with stream:
+            scanner.feed_stream(stream, size)
+    except (OSError, EOFError) as exc:
+        raise BadInputError(f"cannot read {path}: {exc}")
+    return scanner
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
+
+
+def _print_text(v: Classification, scanner: LogScanner) -> None:
+    print(f"outcome:    {v.outcome.value}")
+    where = f"line {v.line_number}: " if v.line_number else ""
+    print(f"root cause: {where}{v.root_cause}" if v.root_cause else "root cause: (none found)")
+    print(f"rule:       {v.rule}" + (f" (signature {v.signature})" if v.signature else ""))
+    if v.hint:
+        print(f"hint:       {v.hint}")
+    if v.phase:
+        print(f"phase:      {v.phase}")
+    if v.degraded:
+        print(f"degraded:   yes ({'; '.join(v.degraded_reasons)})")
+    w = scanner.window
+    if w is not None and (w.skipped or not w.complete):
+        read = "the first " + _mib(len(w.head)) + (f" and the last {_mib(len(w.tail))}" if w.tail else "")
+        cut = "" if w.complete else f" (reading stopped after {_mib(w.total)})"
+        print(f"input:      {_mib(w.total)}{cut}; classified {read}")
+
+
+def execute(args: argparse.Namespace) -> int:
+    from probe.errors import BadInputError
 
     sig, exit_code = _signal_name(args.signal, args.exit_code)
-    scanner = LogScanner()
-    try:
-        if args.logfile == "-":
-            scanner.feed_stream(sys.stdin.buffer)
-        else:
-            opener = gzip.open if args.logfile.endswith(".gz") else open
-            with opener(args.logfile, "rb") as f:
-                scanner.feed_stream(f)
-    except FileNotFoundError:
-        raise BadInputError(f"no such log file: {args.logfile}")
-    except (OSError, EOFError) as exc:
-        raise BadInputError(f"cannot read {args.logfile}: {exc}")
+    scanner = _read(args.logfile)
     known = sig is not None or exit_code is not None or args.timed_out
     if scanner.looks_binary:
         raise BadInputError(
@@ -97,15 +130,9 @@ def execute(args: argparse.Namespace) -> int:
     if args.json:
         out = v.as_dict()
         out["lines"] = v.lines
+        if scanner.window is not None:
+            out["input"] = scanner.window.describe()
         print(json.dumps(out, indent=2))
         return 0
-    print(f"outcome:    {v.outcome.value}")
-    where = f"line {v.line_number}: " if v.line_number else ""
-    print(f"root cause: {where}{v.root_cause}" if v.root_cause else "root cause: (none found)")
-    if v.hint:
-        print(f"hint:       {v.hint}")
-    if v.phase:
-        print(f"phase:      {v.phase}")
-    if v.degraded:
-        print(f"degraded:   yes ({'; '.join(v.degraded_reasons)})")
+    _print_text(v, scanner)
     return 0

@@ -13,7 +13,13 @@ import re
 
 from probe.catalog.signatures import Signature, SignatureDB
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+# ECMA-48 escapes: CSI (also the 8-bit \x9b), OSC / DCS / SOS / PM / APC strings (terminated or cut off),
+# nF escapes such as the charset designation ``ESC ( B``, and two-character Fe / Fp / Fs escapes
+_ANSI = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]|\x1b[\]PX^_][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -/]+[0-~]|\x1b[0-~]"
+)
+# control characters left after the escapes (a bare ESC, BEL, backspace ...): never part of a log line
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _PREFIXES = [
     re.compile(r"^\s*\([^()]*\bpid=\d+[^()]*\)\s?"),  # (EngineCore_DP0 pid=1)
     re.compile(r"^\w+\[(?:error|info|warn\w*|debug)\]", re.I),  # runpod id[error]
@@ -33,6 +39,7 @@ _PREFIXES = [
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.@/-]+(?:\[\d+\])?: "),  # syslog / journal
     re.compile(r"^\[\s*\d+\.\d+\]\s?"),  # dmesg [ 1843.308145]
     re.compile(r"^\[rank\d+\]:\s?"),  # torch.distributed [rank0]:
+    re.compile(r"^(?:\S+\s+)?\[default\d+\]:\s?"),  # torchrun --tee [default6]: (after a job-step tag)
     re.compile(r"^[\w.-]+\s+\| "),  # docker compose service prefix
     re.compile(r"^(?:`+|>\s)"),  # markdown quoting of a pasted line
 ]
@@ -50,12 +57,15 @@ def looks_binary(sample: bytes) -> bool:
 
 
 def clean_line(raw: str) -> str:
-    """Strip ANSI escapes and keep the last redraw of a ``\\r`` progress line."""
-    line = _ANSI.sub("", raw.rstrip("\n"))
+    """Strip ANSI escapes and control characters, keep the last redraw of a ``\\r`` progress line (a line
+    of escapes only is blank)."""
+    line = raw.rstrip("\n")
+    if "\x1b" in line or "\x9b" in line:
+        line = _ANSI.sub("", line)
     if "\r" in line:
         parts = [p for p in line.split("\r") if p.strip()]
         line = parts[-1] if parts else ""
-    return line
+    return _CONTROL.sub("", line) if not line.isprintable() else line
 
 
 _PREFIX_ANY = re.compile(
@@ -88,20 +98,33 @@ class LineMatcher:
             for x in g or ():
                 self._sig_by_lit[x].append(i)
         self._by_trigram: dict[str, list[str]] = collections.defaultdict(list)
+        self._short: list[str] = []  # two-character literals: looked up directly
         for x in set(self._sig_by_lit) | {x for _, g in self._phase_gates for x in g or ()}:
-            self._by_trigram[x[:3]].append(x)
+            if len(x) < 3:
+                self._short.append(x)
+            else:
+                self._by_trigram[x[:3]].append(x)
         self._trigrams = frozenset(self._by_trigram)
         self._lit_body: str | None = None
         self._lit_hits: set[str] = set()
+        self._lit_tris = 0
 
     def literal_hits(self, body: str) -> set[str]:
         if body is self._lit_body:
             return self._lit_hits
         low = body.lower()
-        tris = self._trigrams.intersection({low[i : i + 3] for i in range(len(low) - 2)})
+        line_tris = {low[i : i + 3] for i in range(len(low) - 2)}
+        tris = self._trigrams.intersection(line_tris)
         self._lit_body = body
+        self._lit_tris = len(line_tris)
         self._lit_hits = {x for t in tris for x in self._by_trigram[t] if x in low}
+        self._lit_hits.update(x for x in self._short if x in low)
         return self._lit_hits
+
+    def distinct_trigrams(self, body: str) -> int:
+        """How many distinct (lower-cased) trigrams ``body`` has: few for its length = repetitive."""
+        self.literal_hits(body)
+        return self._lit_tris
 
     def best(self, body: str, kinds: tuple[str, ...] | None = None) -> Signature | None:
         """The highest-priority signature matching ``body`` (ties: file order)."""

@@ -94,12 +94,21 @@ def main(argv: list[str]) -> int:
         tot = score(folder, verbose=not as_json)
         totals[folder.name] = tot
         if not as_json:
-            n = tot["files"]
-            for k in ("outcome", "root_cause", "degraded", "all_three"):
-                print(f"{k:>10}: {tot[k]}/{n} ({100 * tot[k] / n:.0f}%)")
+            _print_totals(tot)
+    if len(folders) > 1:
+        totals["all"] = {k: sum(t[k] for t in totals.values()) for k in next(iter(totals.values()))}
+        if not as_json:
+            print("== all collections")
+            _print_totals(totals["all"])
     if as_json:
         print(json.dumps(totals[folders[0].name] if len(folders) == 1 else totals))
     return 0
+
+
+def _print_totals(tot: dict) -> None:
+    n = tot["files"]
+    for k in ("outcome", "root_cause", "degraded", "all_three"):
+        print(f"{k:>10}: {tot[k]}/{n} ({100 * tot[k] / n:.1f}%)")
 
 
 if __name__ == "__main__":

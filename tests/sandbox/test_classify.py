@@ -123,13 +123,6 @@ CASES = [
         False,
     ),
     (
-        "hang at 0% (flashinfer#2939 / vllm PR #38730)",
-        "INFO 01-01 00:00:00 [llm.py:1] Engine started.\nProcessed prompts:   0%|          | 0/64 [00:00<?, ?it/s]\n",
-        "timeout",
-        "Processed prompts:   0%",
-        False,
-    ),
-    (
         "ptxas rejects sm_121a (triton#8539)",
         "triton.runtime.errors.PTXASError: PTXAS error: Internal Triton PTX codegen error\n`ptxas` stderr:\n"
         "ptxas fatal   : Value 'sm_121a' is not defined for option 'gpu-name'\n",
@@ -421,3 +414,248 @@ def test_jit_lines_mark_the_jit_phase():
     assert [p for _, p in scanner.phase_marks][-1] == "jit"
     v = scanner.verdict(timed_out=True)
     assert v.outcome is Outcome.TIMEOUT and v.phase == "jit"
+
+
+# -- the decision order on the classes it must handle (one case per class, each line in the form the
+# -- library prints it; the real logs behind each class are in tests/data/logs) --------------------------
+TB = 'Traceback (most recent call last):\n  File "/x/y.py", line 10, in f\n    g()\n'
+RULE_CASES = [
+    # (name, log, outcome, rule, substring of the root cause or None)
+    (
+        "cuda-gdb exception report",
+        "Thread 1 received signal CUDA_EXCEPTION_14, Warp Illegal Address.\n[Switching focus to CUDA kernel 0]\n",
+        "device_fault",
+        "fault-marker",
+        "CUDA_EXCEPTION_14",
+    ),
+    (
+        "compute-sanitizer memcheck report",
+        "========= Invalid __global__ write of size 4 bytes\n=========     at unaligned_kernel()+0x70\n"
+        "========= ERROR SUMMARY: 1 error\n",
+        "device_fault",
+        "fault-marker",
+        "Invalid __global__ write",
+    ),
+    (
+        "dmesg Xid",
+        "[ 1843.308145] NVRM: Xid (PCI:0000:3b:00): 13, pid=2214, Graphics SM Warp Exception\n",
+        "device_fault",
+        "fault-marker",
+        "NVRM: Xid",
+    ),
+    (
+        "kernel segfault note",
+        "python3[4242]: segfault at 0 ip 00007f3a sp 00007ffd error 4 in libcuda.so.1[7f3a+1000]\n",
+        "crashed",
+        "fault-marker",
+        "segfault at 0",
+    ),
+    (
+        "a stated cause beats the fault marker after it",
+        "RuntimeError: CUDA error: out of memory\nSegmentation fault (core dumped)\n",
+        "oom",
+        "stated-cause",
+        "out of memory",
+    ),
+    (
+        "a GPU fault marker beats an exception no rule explains",
+        "========= Invalid __global__ read of size 4 bytes\nRuntimeError: kernel run failed\n",
+        "device_fault",
+        "fault-marker",
+        "Invalid __global__ read",
+    ),
+    (
+        "cuBLAS cannot allocate its workspace",
+        "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\n",
+        "oom",
+        "stated-cause",
+        "CUBLAS_STATUS_ALLOC_FAILED",
+    ),
+    (
+        "FlashInfer workspace overflow, message wrapped",
+        "RuntimeError: Error in function 'aligned_alloc' at include/flashinfer/allocator.h:49:\n"
+        "  Buffer overflow when allocating memory for batch_prefill_tmp_v\n",
+        "oom",
+        "stated-cause",
+        "Buffer overflow when allocating",
+    ),
+    (
+        "Triton shared-memory limit",
+        "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 98304, "
+        "Hardware limit: 65536.\n",
+        "kernel_init_failed",
+        "stated-cause",
+        "out of resource: shared memory",
+    ),
+    (
+        "a torch custom op called with another schema",
+        "RuntimeError: _C::rms_norm() is missing value for argument 'epsilon'. Declaration: "
+        "_C::rms_norm(Tensor(a!) result, Tensor input, Tensor weight, float epsilon) -> ()\n",
+        "api_mismatch",
+        "stated-cause",
+        "is missing value for argument",
+    ),
+    (
+        "a refusal in any exception type",
+        "flashinfer.jit.core.CompilationContextError: No supported CUDA architectures found for major "
+        "versions [12].\n",
+        "unsupported",
+        "stated-cause",
+        "No supported CUDA architectures",
+    ),
+    (
+        "a capability requirement",
+        "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0.\n",
+        "unsupported",
+        "stated-cause",
+        "Bfloat16",
+    ),
+    (
+        "a bare assertion on the shape: its source line is the message",
+        TB.replace("g()", "assert head_dim in (64, 128, 256)") + "AssertionError\n",
+        "unsupported",
+        "stated-cause",
+        "assert head_dim in (64, 128, 256)",
+    ),
+    (
+        "an exception logged in its repr form",
+        "ERROR 03-19 11:54:51 [engine.py:158] AssertionError('Only FlashAttention backend is supported.')\n",
+        "unsupported",
+        "stated-cause",
+        "Only FlashAttention backend",
+    ),
+    (
+        "a dependency below its minimum version",
+        "Exception: flashinfer_python is installed with version 0.6.3, which is less than the minimum "
+        "required version 0.6.4.\n",
+        "api_mismatch",
+        "stated-cause",
+        "minimum required version",
+    ),
+    (
+        "a library the loader cannot load (Windows)",
+        TB + "OSError: [WinError 127] The specified procedure could not be found\n",
+        "import_error",
+        "stated-cause",
+        "WinError 127",
+    ),
+    (
+        "a float error bound checked by a test",
+        "E       AssertionError: assert 3.92578125 <= (2 * 0.001953125)\n",
+        "wrong_output",
+        "stated-cause",
+        "assert 3.92578125",
+    ),
+    (
+        "an exception no rule explains is crashed, and names itself",
+        TB + "KeyError: 'model.layers.0.mlp'\nSegmentation fault (core dumped)\n",
+        "crashed",
+        "fault-marker",
+        "Segmentation fault",
+    ),
+    (
+        "generated text of one symbol",
+        "Prompt: 'Hello, my name is', Generated text: '!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!'\n",
+        "wrong_output",
+        "garbage-output",
+        "!!!!",
+    ),
+    (
+        "generated text of one special token",
+        "<|reserved_special_token_0|><|reserved_special_token_0|><|reserved_special_token_0|>"
+        "<|reserved_special_token_0|>\n",
+        "wrong_output",
+        "garbage-output",
+        "reserved_special_token_0",
+    ),
+    (
+        "a log that just stops after a step announcement is not a hang by itself",
+        "INFO 08-29 20:49:14 llm_engine.py:196] # GPU blocks: 1981, # CPU blocks: 512\n",
+        "ok",
+        "no-failure",
+        None,
+    ),
+    (
+        "a log that ends on a progress bar stopped below 100% is an excerpt as far as text goes",
+        "Capturing CUDA graphs (decode, FULL):  79%|███████▉  | 53/67 [00:08<00:02,  3.62it/s]\n",
+        "ok",
+        "no-failure",
+        None,
+    ),
+    (
+        "a log that ends on engine stats with requests in flight and nothing generated",
+        "INFO 08-21 14:30:43 [loggers.py:123] Engine 004: Avg prompt throughput: 0.0 tokens/s, Avg generation "
+        "throughput: 0.0 tokens/s, Running: 255 reqs, Waiting: 0 reqs, GPU KV cache usage: 0.0%\n",
+        "timeout",
+        "stall",
+        "Running: 255 reqs",
+    ),
+    (
+        "a log that ends on the program saying it waits",
+        "INFO 05-28 14:44:28 [shm_broadcast.py:681] No available shared memory broadcast block found in 60 "
+        "seconds. This typically happens when some processes are hanging or doing some time-consuming work.\n",
+        "timeout",
+        "stall",
+        "No available shared memory broadcast block",
+    ),
+    (
+        "a wait followed by progress is not a hang",
+        "INFO 05-28 14:44:28 [shm_broadcast.py:681] No available shared memory broadcast block found in 60 "
+        "seconds.\n[AutoTuner]: Tuning fp4_gemm:  55%|█████▌    | 12/22 [06:58<07:10, 43.03s/profile]\n",
+        "ok",
+        "no-failure",
+        None,
+    ),
+]
+NOT_GARBAGE = [
+    "Capturing CUDA graph shapes: 100%|████████████████████████████████████████| 35/35 [00:13<00:00]",
+    "==========================================================================================",
+    "#0  0x0000000000000000 in ?? () from /usr/lib/x86_64-linux-gnu/libcuda.so.1 (0x0000000000000000)",
+    "tensor([0., 0., 0., 0., 0., 0., 0., 0., 0., 0., 0., 0., 0., 0., 0., 0., 0., 0., 0., 0.])",
+    "| Mandatory. |  |  |  |  |  |  |  |  |  |  |  |  |  |  |  |  |  |  |  |",
+    "cudagraph_capture_sizes=[1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1]",
+    "                 ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+    "00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00",
+    "loss: 1.0000000000000000 at step 11500000000000001 ........................................",
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "log", "outcome", "rule", "cause"), RULE_CASES, ids=[c[0] for c in RULE_CASES]
+)
+def test_decision_order_on_each_class(name, log, outcome, rule, cause):
+    v = classify_text(log)
+    assert (v.outcome.value, v.rule) == (outcome, rule), (v.root_cause, v.signature)
+    if cause is not None:
+        assert v.root_cause is not None and cause in v.root_cause, v.root_cause
+
+
+@pytest.mark.parametrize("line", NOT_GARBAGE)
+def test_layout_and_numbers_that_repeat_are_not_garbage(line):
+    v = classify_text(f"INFO start\n{line}\nINFO done\n")
+    assert v.outcome is Outcome.OK, (v.rule, v.root_cause)
+
+
+def test_a_log_that_stops_is_a_timeout_only_with_the_runners_evidence():
+    log = "INFO 01-31 10:27:34 model_runner.py:1115] Loading model weights took 3.7418 GB\n"
+    assert classify_text(log).outcome is Outcome.OK
+    v = classify_text(log, timed_out=True, completed=False)
+    assert (v.outcome, v.rule) == (Outcome.TIMEOUT, "runner-timeout")
+
+
+def test_cli_names_the_rule():
+    p = _cli("-", "--json", stdin=b"Segmentation fault (core dumped)\n")
+    out = json.loads(p.stdout)
+    assert (out["outcome"], out["rule"], out["signature"]) == ("crashed", "fault-marker", "segfault")
+    p = _cli("-", stdin=b"RuntimeError: CUDA error: out of memory\n")
+    assert "rule:       stated-cause (signature cuda-oom)" in p.stdout.decode()
+
+
+def test_decision_order_is_validated():
+    base = json.loads((ROOT / "probe" / "data" / "signatures.json").read_text())
+    base["decision_order"] = base["decision_order"][1:]
+    with pytest.raises(ValidationError):
+        SignatureDB.model_validate(base)
+    base = _db([{"id": "a", "kind": "fault", "regex": "x"}])  # a fault marker needs an outcome
+    with pytest.raises(ValidationError):
+        SignatureDB.model_validate(base)

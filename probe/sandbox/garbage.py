@@ -1,0 +1,70 @@
+"""Garbage generated text: a line that is, for a good part, one token or symbol repeated.
+
+A model whose kernels compute garbage does not raise: it emits the same token over and over
+(``!!!!!!!!``, ``-SIP-SIP-SIP``, ``<|reserved_special_token_247|>`` repeated, runs of zeros). The
+classifier reads such a line as ``wrong_output`` evidence when nothing states a cause
+(docs/sandbox.md "Decision order", rule ``garbage-output``).
+
+What is *not* garbage, although it repeats: separators and rules (``=====``, ``-----``, ``#####``),
+progress bars (``█████``), traceback carets (``^^^^``), tables of empty cells (``|  |  |``), hex dumps
+and numbers (``0x0000000000000000``, ``00 00 00 00``, ``0., 0., 0.``).
+
+Cost: a run of one character is one cheap regex search; the search for longer units runs only on lines
+whose distinct trigrams are few for their length (the matcher computes that set anyway).
+"""
+
+from __future__ import annotations
+
+import re
+
+MIN_LENGTH = 32  # shorter lines are never judged
+MAX_DIVERSITY = 0.5  # distinct trigrams / length above this: an ordinary line
+SINGLE_RUN = 12  # one character repeated at least this many times in a row
+UNIT_RUN = 8  # a unit of 2..40 characters repeated at least this many times in a row
+SPECIAL_RUN = 4  # a special token (``<|...|>``) repeated at least this many times in a row
+
+_SINGLE = re.compile(rf"(.)\1{{{SINGLE_RUN - 1},}}")
+_UNIT = re.compile(rf"(.{{2,40}}?)\1{{{UNIT_RUN - 1},}}")
+_SPECIAL = re.compile(rf"(<\|[^|<>\s]{{1,60}}\|>)\s*(?:\1\s*){{{SPECIAL_RUN - 1},}}")
+# characters of rules, tables, bars, carets and box drawing: runs of these are layout
+_LAYOUT = frozenset(" \t=-_*#~.+|/\\<>:;,`'\"^()[]{}") | {chr(c) for c in range(0x2500, 0x2600)}
+# escaped blank lines or tabs of a JSON / repr dump (``\\n\\n\\n``)
+_ESCAPES = re.compile(r"(?:\\[nrt]|\s)+")
+# a unit made of these only is a number, a hex dump or a tensor print
+_NUMERIC = frozenset("0123456789abcdefABCDEFxX.,:;+-eE ()[]")
+
+
+def _digit_run_is_a_token(line: str, start: int, end: int) -> bool:
+    """A run of one digit counts only as a token of its own (``' 000000000000000'``), not inside a number
+    or a hex word (``0x0000000000000000``, ``1.0000000000000000``, ``11500000000000001``)."""
+    before = line[start - 1] if start > 0 else " "
+    after = line[end] if end < len(line) else " "
+    return not (before.isalnum() or before in "._") and not (after.isalnum() or after in "._")
+
+
+def repeated_unit(line: str, distinct_trigrams: int) -> str | None:
+    """The token or symbol repeated in ``line`` if it is garbage text, else None. ``distinct_trigrams``
+    (how many distinct trigrams the line has) gates the costly search for units of several characters."""
+    if len(line) < MIN_LENGTH:
+        return None
+    if "<|" in line:
+        m = _SPECIAL.search(line)
+        if m:
+            return m.group(1)
+    for m in _SINGLE.finditer(line):
+        ch = m.group(1)
+        if ch in _LAYOUT or ch.isspace():
+            continue
+        if ch.isdigit() and not _digit_run_is_a_token(line, m.start(), m.end()):
+            continue
+        return ch
+    if distinct_trigrams >= MAX_DIVERSITY * (len(line) - 2):
+        return None
+    for m in _UNIT.finditer(line):
+        unit = m.group(1)
+        if len(set(unit)) < 2 or all(c in _LAYOUT for c in unit) or all(c in _NUMERIC for c in unit):
+            continue
+        if not any(c.isalnum() or c in "!?" for c in unit) or _ESCAPES.fullmatch(unit):
+            continue
+        return unit
+    return None
