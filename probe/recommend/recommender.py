@@ -20,6 +20,7 @@ from probe.catalog import models as catalog_models
 from probe.catalog.gpus import parse_target
 from probe.catalog.profile import ModelProfile
 from probe.errors import OptionError, UsageError
+from probe.outcomes import unknown
 from probe.recommend import cautions, halves, reports, select, verdict
 from probe.recommend.flags import engine_arg_flags, flags_data, spell_flags
 from probe.recommend.halves import Half
@@ -347,11 +348,12 @@ def recommend(
 
 
 def _mine(cells: list[EvidenceCell], req: Request) -> list[EvidenceCell]:
-    """The cells about the asked GPU; of vLLM's own checks, only those about this model."""
+    """The cells about the asked GPU; of vLLM's own checks, only those about this model. Cells whose
+    result is unknown (``not_run``, or stopped while JIT-compiling) are no evidence either way."""
     out = []
     for c in cells:
         d = c.cell
-        if d.get("gpu_sm") != req.sm:
+        if d.get("gpu_sm") != req.sm or unknown(d.get("outcome"), d.get("root_cause")):
             continue
         if d.get("basis") == "vllm_check" and not req.is_model(d.get("model")):
             continue
