@@ -45,7 +45,7 @@ OUTCOME_HELP: dict[Outcome, str] = {
     Outcome.TIMEOUT: "hung past its time limit and was killed",
     Outcome.CRASHED: "died from a signal or a non-zero exit with no better cause",
     Outcome.SKIPPED: "not applicable here",
-    Outcome.NOT_RUN: "planned but not measured (time budget spent, or a JIT compile stopped unfinished): unknown",
+    Outcome.NOT_RUN: "planned, not measured (time budget spent, or a compile stopped unfinished): unknown",
 }
 
 #: the root cause of a cell stopped while it JIT-compiled (``probe.sandbox.jit``); journals written before
