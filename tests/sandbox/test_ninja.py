@@ -54,8 +54,8 @@ def test_subninja_of_the_top_build_file_is_followed(tmp_path):
 def test_relative_outputs_and_phony_edges(tmp_path):
     """torch.utils.cpp_extension: outputs relative to the build folder; phony edges are not steps."""
     (tmp_path / "build.ninja").write_text(
-        "rule compile\n  command = c++ $in -o $out\nbuild a.o: compile ../a.cpp\nbuild b.o: compile ../b.cpp\n"
-        "build ext.so: link a.o b.o\nbuild all: phony ext.so\ndefault all\n"
+        "rule compile\n  command = c++ $in -o $out\nbuild a.o: compile ../a.cpp\n"
+        "build b.o: compile ../b.cpp\nbuild ext.so: link a.o b.o\nbuild all: phony ext.so\ndefault all\n"
     )
     (tmp_path / "a.o").write_bytes(b"")
     assert ninja.BuildFiles().units([str(tmp_path / "build.ninja")]) == ninja.Units(1, 3, "build.ninja")

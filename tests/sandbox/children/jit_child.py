@@ -63,7 +63,8 @@ def builds(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     units = int(params.get("units", 4))
     objs = [out / f"k{i}.cuda.o" for i in range(units)]
-    lines = ["rule cuda_compile", "  command = nvcc -c $in -o $out", "rule link", "  command = c++ $in -o $out"]
+    lines = ["rule cuda_compile", "  command = nvcc -c $in -o $out", "rule link"]
+    lines.append("  command = c++ $in -o $out")
     lines += [f"build {o}: cuda_compile /src/k{i}.cu" for i, o in enumerate(objs)]
     lines.append(f"build {out / 'module.so'}: link " + " ".join(map(str, objs)))
     (out / "build.ninja").write_text("\n".join(lines) + "\n")
@@ -72,7 +73,8 @@ def builds(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     nvcc.chmod(0o755)
     for i, o in enumerate(objs):
         if not o.exists():
-            subprocess.run([str(nvcc), str(params.get("step_s", 0.5)), "-c", f"k{i}.cu", "-o", str(o)], check=True)
+            step = str(params.get("step_s", 0.5))
+            subprocess.run([str(nvcc), step, "-c", f"k{i}.cu", "-o", str(o)], check=True)
     (out / "module.so").write_bytes(b"")
     ctx.phase("forward")
     return {"details": {"built": units}}
