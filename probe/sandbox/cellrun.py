@@ -57,6 +57,9 @@ def cell_timed_out(run: CellRun, budget: CellBudget, now: float, deadline: float
     declared = None
     if run.phase == "jit":  # the child compiles in-process (e.g. the driver's PTX JIT) and says what
         declared = str(run.notes.get("jit") or "in-process JIT (declared by the probe)")
+    build_file = run.notes.get("jit_build_file")  # the child names the ninja file it builds
+    if build_file:
+        run.jit.add_build_file(str(build_file))
     run.jit.update(run.tree_pids, run.capture, now, declared=declared)
     return now >= run.jit.deadline(deadline)
 
