@@ -121,9 +121,9 @@ def fake_gpu(monkeypatch, tmp_path):
 
     fused = types.ModuleType("flashinfer.jit.fused_moe")
     fused.gen_cutlass_fused_moe_sm90_module = Spec  # type: ignore[attr-defined]
-    for name, mod in (("flashinfer", types.ModuleType("flashinfer")),
-                      ("flashinfer.jit", types.ModuleType("flashinfer.jit")), ("flashinfer.jit.fused_moe", fused)):  # fmt: skip
-        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.setitem(sys.modules, "flashinfer", types.ModuleType("flashinfer"))
+    monkeypatch.setitem(sys.modules, "flashinfer.jit", types.ModuleType("flashinfer.jit"))
+    monkeypatch.setitem(sys.modules, "flashinfer.jit.fused_moe", fused)
     return state
 
 
