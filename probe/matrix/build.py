@@ -37,6 +37,7 @@ from probe.matrix.schema import (
     cc_to_sm,
 )
 from probe.matrix.static_doc import predicted_cells, static_from_scan
+from probe.outcomes import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,8 @@ def _torch_cuda_version() -> str | None:
     return None
 
 
-def _nvidia_smi(timeout_s: float = 10.0) -> dict[str, Any]:
+def nvidia_smi(timeout_s: float = 10.0) -> dict[str, Any]:
+    """GPU 0 as ``nvidia-smi`` reports it: name, cc, memory_gib, driver, count ({} when it cannot)."""
     exe = shutil.which("nvidia-smi")
     if not exe:
         return {}
@@ -148,7 +150,7 @@ def collect_provenance(image: str | None = None) -> dict[str, Any]:
     versions["torch_cuda"] = _torch_cuda_version()
     if versions["cuda_runtime"] is None:
         versions["cuda_runtime"] = versions["torch_cuda"]
-    smi = _nvidia_smi()
+    smi = nvidia_smi()
     if smi.get("driver"):
         versions["driver"] = smi.pop("driver")
     gpu = normalize_gpu(smi).model_dump() if smi else None
@@ -261,6 +263,8 @@ def build_matrix(
         if infra_error:
             status = "infra_failed"
         elif cells_planned is not None and len(results) < cells_planned:
+            status = "partial"
+        elif any(r.outcome is Outcome.NOT_RUN for r in results):  # planned, not measured
             status = "partial"
         else:
             status = "complete"

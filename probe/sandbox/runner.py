@@ -51,6 +51,7 @@ def run_cells(
     journal: Journal | None = None,
     on_result: Callable[[CellResult], None] | None = None,
     stop: threading.Event | None = None,
+    annotate: Callable[[CellResult], None] | None = None,
 ) -> RunReport:
     """Run ``specs`` (skipping ids already in ``journal``) and return every result.
 
@@ -59,7 +60,7 @@ def run_cells(
     Ctrl-C stops the run: running children are killed, their cells stay un-journaled (a resume re-runs
     them) and ``report.interrupted`` is set (the KeyboardInterrupt is re-raised after cleanup). Setting
     ``stop`` (from another thread) does the same without the exception: the cells not run are in
-    ``report.not_run`` as "interrupted".
+    ``report.not_run`` as "interrupted". ``annotate`` may add to each result before it is journaled.
     """
     cfg = config or RunnerConfig()
     if cfg.jobs < 1:
@@ -75,6 +76,8 @@ def run_cells(
             todo.append(s)
 
     def sink(result: CellResult) -> None:
+        if annotate is not None:
+            annotate(result)
         if journal is not None:
             journal.append(result)
         if on_result is not None:
