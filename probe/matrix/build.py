@@ -262,9 +262,10 @@ def build_matrix(
         status: Literal["complete", "partial", "infra_failed"]
         if infra_error:
             status = "infra_failed"
-        elif cells_planned is not None and len(results) < cells_planned:
-            status = "partial"
-        elif any(r.outcome is Outcome.NOT_RUN for r in results):  # planned, not measured
+        elif (cells_planned is not None and len(results) < cells_planned) or any(
+            r.outcome is Outcome.NOT_RUN
+            for r in results  # planned, not measured
+        ):
             status = "partial"
         else:
             status = "complete"

@@ -15,7 +15,11 @@ FAKE_GPU_BIN = Path(__file__).resolve().parents[1] / "fixtures" / "fake-gpu"
 
 
 def write_dist(
-    site: Path, name: str, version: str, files: dict[str, str] | None = None, meta: dict[str, str] | None = None
+    site: Path,
+    name: str,
+    version: str,
+    files: dict[str, str] | None = None,
+    meta: dict[str, str] | None = None,
 ) -> Path:
     """A pip-installed distribution: its files and a RECORD listing them (path, sha256 marker, size)."""
     info = site / f"{name.replace('-', '_')}-{version}.dist-info"

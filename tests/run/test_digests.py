@@ -56,7 +56,8 @@ def test_what_each_kind_of_cell_runs_on():
     assert set(components_of("moe", {"backend": "flashinfer_cutedsl"})) == always | {"flashinfer", "cute_dsl"}
     assert set(components_of("moe", {"backend": "triton"})) == always | {"triton"}
     assert set(components_of("moe", {"backend": "deep_gemm_mega_moe"})) == always | {"deep_gemm", "triton"}
-    assert set(components_of("attention", {"backend": "FLASH_ATTN", "fa_version": 3})) == always | {"flash_attn"}
+    fa3 = {"backend": "FLASH_ATTN", "fa_version": 3}
+    assert set(components_of("attention", fa3)) == always | {"flash_attn"}
     assert set(components_of("attention", {"backend": "FLASH_ATTN", "fa_version": 4})) == always | {
         "flash_attn",
         "cute_dsl",

@@ -19,12 +19,13 @@ CELLS = (
     cell("moe/triton", "moe", backend="triton", quant="bf16"),
     cell("moe/flashinfer_cutlass", "moe", backend="flashinfer_cutlass", quant="bf16"),
     cell("moe/flashinfer_trtllm", "moe", backend="flashinfer_trtllm", quant="fp8"),
-    cell("attention/FLASHINFER", "attention", backend="FLASHINFER", num_heads=8, num_kv_heads=8, head_dim=64),
-    cell("attention/TRITON_ATTN", "attention", backend="TRITON_ATTN", num_heads=8, num_kv_heads=8, head_dim=64),
+    cell("attention/FLASHINFER", "attention", backend="FLASHINFER", num_heads=8, head_dim=64),
+    cell("attention/TRITON_ATTN", "attention", backend="TRITON_ATTN", num_heads=8, head_dim=64),
     cell("attention/FLASH_ATTN/fa3", "attention", backend="FLASH_ATTN", fa_version=3, num_heads=8),
     cell("engine/auto+auto", "engine", moe_backend="auto", attention_backend="auto", model="x"),
 )
-FLASHINFER = {"import", "moe/flashinfer_cutlass", "moe/flashinfer_trtllm", "attention/FLASHINFER", "engine/auto+auto"}
+FLASHINFER = {"import", "moe/flashinfer_cutlass", "moe/flashinfer_trtllm", "attention/FLASHINFER"}
+FLASHINFER |= {"engine/auto+auto"}  # an engine may run on anything
 
 
 def _run(tmp_path, name: str, site, **kw):
@@ -57,7 +58,8 @@ def test_only_what_a_rebuild_changed_runs_again(tmp_path, site, fake_gpu):
 
 def test_nothing_is_copied_without_a_known_gpu_or_a_digest(tmp_path, site, fake_gpu, monkeypatch):
     _run(tmp_path, "first", site)
-    write_dist(site, "triton", "3.6.0", meta={"direct_url.json": '{"url": "file:///s", "dir_info": {"editable": true}}'})
+    editable_url = '{"url": "file:///s", "dir_info": {"editable": true}}'
+    write_dist(site, "triton", "3.6.0", meta={"direct_url.json": editable_url})
     editable = _run(tmp_path, "editable", site, reuse=str(tmp_path / "first.json"))
     triton = {"moe/triton", "attention/TRITON_ATTN", "import", "engine/auto+auto"}
     assert {r.id for r in editable.ran} == triton
