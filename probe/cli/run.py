@@ -247,7 +247,8 @@ def options_from_args(args: argparse.Namespace, specs: list[CellSpec], printer: 
         progress=printer.result,
         budget_s=args.budget,
         budget_from=printer.started,
-        priorities=priorities(models, nvidia_smi().get("cc")),
+        # the value order matters when the budget will not fit everything (and for --dry-run's listing)
+        priorities=priorities(models, nvidia_smi().get("cc")) if args.budget or args.dry_run else None,
         estimates=tuple(args.estimates or ()),
         reuse=args.reuse,
         python=args.python,

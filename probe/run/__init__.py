@@ -171,7 +171,11 @@ def memory_policy(opts: RunOptions) -> tuple[MemoryPolicy, dict[str, Any]]:
 
 
 def open_journal(
-    opts: RunOptions, specs: list[CellSpec], device: dict[str, Any], env: Environment | None = None
+    opts: RunOptions,
+    specs: list[CellSpec],
+    device: dict[str, Any],
+    env: Environment | None = None,
+    phash: str | None = None,
 ) -> tuple[Journal, str]:
     """The journal (new, or resumed) and the run id its cells' processes carry; on resume, processes
     left over from the interrupted run are killed. The header records the environment (reuse key)."""
@@ -182,7 +186,7 @@ def open_journal(
 
     run_meta = {
         "run_id": uuid.uuid4().hex[:12],
-        "plan_hash": plan_hash(specs),
+        "plan_hash": phash or plan_hash(specs),
         "image": opts.image,
         "host": platform.node(),
         "device": device,
@@ -271,7 +275,10 @@ def _finish(run: _Run, not_run: Mapping[str, str], *, interrupted: bool = False)
     note = run.note + ("; interrupted" if interrupted else "")
     matrix: Path | None = None
     if run.opts.output:
-        provenance = collect_provenance(run.opts.image)
+        env = run.plan.environment
+        dists = dict(env.versions) if env is not None else None
+        cuda = env.cuda if env else None
+        provenance = collect_provenance(run.opts.image, dists=dists, torch_cuda=cuda, smi=run.plan.gpu)
         provenance["note"] = note
         built = build_matrix(list(results), provenance=provenance, static=None, cells_planned=len(run.specs))
         matrix = write_matrix(built, run.opts.output)
@@ -310,11 +317,10 @@ def environment_of(opts: RunOptions) -> tuple[Environment, dict[str, Any], list[
 
 def prepare(opts: RunOptions) -> RunPlan:
     """The plan of ``opts`` without running it (``probe run --dry-run``)."""
-    from probe.matrix.schema import cc_to_sm
     from probe.run.planning import make_plan
 
     env, smi, site = environment_of(opts)
-    return make_plan(opts, env, cc_to_sm(smi.get("cc")), site)
+    return make_plan(opts, env, smi, site)
 
 
 def _start_prepass(run: _Run, cfg: RunnerConfig, stop: threading.Event) -> PrePass | None:
@@ -342,14 +348,15 @@ def run_plan(opts: RunOptions) -> RunReport:
         raise UsageError("the plan is empty: nothing to run")
     plan = prepare(opts)
     policy, device = memory_policy(opts)
-    journal, run_id = open_journal(opts, specs, device, plan.environment)
+    phash = plan_hash(specs)
+    journal, run_id = open_journal(opts, specs, device, plan.environment, phash)
     journal.extend(r for r in plan.reused if r.id not in journal.done_ids)
     if opts.on_plan is not None:
         opts.on_plan(plan)
     raise_nofile_limit()
     cfg = _runner_config(opts, policy, run_id, plan)
     started = journal.header.get("started_at") or datetime.now(timezone.utc).isoformat(timespec="seconds")
-    note = f"probe run {run_id}; plan {plan_hash(specs)}; journal {opts.journal}; started {started}"
+    note = f"probe run {run_id}; plan {phash}; journal {opts.journal}; started {started}"
     run = _Run(opts, specs, journal, run_id, note, plan, reused=plan.reused)
     todo = [c.spec for c in plan.cells]
     left = sum(1 for s in todo if s.id not in journal.done_ids)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +48,7 @@ class RunPlan:
     environment: Environment | None = None
     estimates: Estimates = field(default_factory=Estimates)
     notes: tuple[str, ...] = ()
+    gpu: Mapping[str, Any] = field(default_factory=dict)  # nvidia-smi's answer (``matrix.build.nvidia_smi``)
 
     @property
     def tiers(self) -> dict[str, int]:
@@ -128,11 +129,15 @@ def plan_cells(
     return tuple(out)
 
 
-def make_plan(opts: RunOptions, env: Environment | None, sm: int | None, site_dirs: Sequence[str]) -> RunPlan:
+def make_plan(
+    opts: RunOptions, env: Environment | None, gpu: Mapping[str, Any], site_dirs: Sequence[str]
+) -> RunPlan:
     """The plan of ``opts`` (reuse decided against ``env``; the pre-pass when ``opts.warm_jit``)."""
+    from probe.matrix.schema import cc_to_sm
     from probe.probes.jit_warm import warm_needs, warm_specs
     from probe.run.prepass import START_S
 
+    sm = cc_to_sm(gpu.get("cc"))
     est = load_estimates(opts.estimates) if opts.estimates else Estimates()
     specs = list(opts.cells)
     notes = list(opts.priorities.notes if opts.priorities else ())
@@ -154,7 +159,7 @@ def make_plan(opts: RunOptions, env: Environment | None, sm: int | None, site_di
             seconds, note = _warm_estimate(w, est, built)
             warm.append(PlannedWarm(w, seconds, note, sum(1 for v in needs.values() if v == w.id)))
     cells = plan_cells(specs, opts.priorities, est, needs, reasons)
-    return RunPlan(cells, reused, tuple(warm), env, est, tuple(notes))
+    return RunPlan(cells, reused, tuple(warm), env, est, tuple(notes), dict(gpu))
 
 
 def _fmt_s(seconds: float) -> str:

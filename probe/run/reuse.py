@@ -8,10 +8,11 @@ compute capability), the driver, the CUDA version torch was built for, and the d
 torch and the CUDA libraries always; FlashInfer for ``flashinfer_*`` / FLASHINFER cells; Triton for
 triton / TRITON_ATTN / FLEX_ATTENTION; DeepGEMM for ``deep_gemm``; CuTe DSL for FA4 and
 ``flashinfer_cutedsl``; engine and import cells: everything). A planned cell is copied from the baseline
-(a journal or a matrix) when the baseline holds a measured row of the same id, kind and parameters whose
-inputs equal today's; the copy keeps every field of the original and adds ``details.reused_from`` (the
-run that measured it). A cell is never copied when today's GPU is unknown (no ``nvidia-smi``) or one of
-its components cannot be digested (:data:`probe.run.UNKNOWN`).
+(a journal or a matrix) when the baseline holds a measured row of the same id, kind and parameters (the
+scheduler's memory estimate aside: :data:`probe.cell_params.BUDGET_KEYS`) whose inputs equal today's;
+the copy keeps every field of the original and adds ``details.reused_from`` (the run that measured it).
+A cell is never copied when today's GPU is unknown (no ``nvidia-smi``) or one of
+its components cannot be digested (:data:`probe.run.digests.UNKNOWN`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from probe import __version__
+from probe.cell_params import BUDGET_KEYS
 from probe.cells import CellRecord, CellResult, CellSpec
 from probe.errors import BadInputError
 from probe.outcomes import unknown
@@ -102,6 +104,7 @@ class Environment:
     driver: str | None
     cuda: str | None
     packages: Mapping[str, str] = field(default_factory=dict)
+    versions: Mapping[str, str] = field(default_factory=dict)  # distribution -> version (components')
 
     def cell_inputs(self, kind: str, params: Mapping[str, Any]) -> dict[str, str | None]:
         out: dict[str, str | None] = {"probe": self.probe_version, "gpu": self.gpu, "driver": self.driver,
@@ -123,8 +126,13 @@ class Environment:
 def environment(site_dirs: Sequence[str], gpu: Mapping[str, Any], cache: DigestCache) -> Environment:
     """This host's environment: ``gpu`` as ``probe.matrix.build.nvidia_smi`` reports it."""
     comps = {k: tuple(v) for k, v in deps_table().components.items()}
-    packages = component_digests(installed(site_dirs), comps, cache)
+    dists = installed(site_dirs)
+    packages = component_digests(dists, comps, cache)
     cache.save()
+    pats = [p for v in comps.values() for p in v]
+    versions = {
+        n: d.version for n, d in sorted(dists.items()) if any(fnmatch.fnmatchcase(n, p) for p in pats)
+    }
     name = gpu.get("name")
     cc = gpu.get("cc")
     return Environment(
@@ -133,6 +141,7 @@ def environment(site_dirs: Sequence[str], gpu: Mapping[str, Any], cache: DigestC
         driver=gpu.get("driver"),
         cuda=torch_cuda(site_dirs),
         packages=packages,
+        versions=versions,
     )
 
 
@@ -181,13 +190,20 @@ def _changed(then: Mapping[str, Any], now: Mapping[str, str | None]) -> str | No
     return "changed: " + shown + (f" (+{len(diff) - 3} more)" if len(diff) > 3 else "")
 
 
+def _measured_params(params: Any) -> dict[str, Any]:
+    """A cell's parameters without the scheduler's keys (a memory estimate is not what is measured)."""
+    return {k: v for k, v in (params or {}).items() if k not in BUDGET_KEYS}
+
+
 def why_not(spec: CellSpec, row: dict[str, Any] | None, env: Environment) -> str | None:
     """Why ``spec`` must run although the baseline has ``row`` (None: copy it)."""
     if row is None:
         return "not in the baseline"
     if unknown(row.get("outcome"), row.get("root_cause")):
         return f"not measured in the baseline ({row.get('outcome')})"
-    if row.get("kind") != spec.kind.value or (row.get("params") or {}) != spec.params:
+    if row.get("kind") != spec.kind.value or _measured_params(row.get("params")) != _measured_params(
+        spec.params
+    ):
         return "its parameters changed"
     rec = (row.get("details") or {}).get("reuse")
     if not isinstance(rec, dict) or not isinstance(rec.get("inputs"), dict):
