@@ -75,13 +75,28 @@ def _layout_tag(p: dict[str, Any]) -> str:
     )
 
 
-def _warm_id(s: CellSpec) -> str | None:
+def refused_before_compiling(quant: str | None, sm: int | None) -> bool:
+    """vLLM refuses ``flashinfer_cutlass`` for this quant (on this GPU) in its selection, before any JIT
+    (``probe/data/vllm_flags.json``: the quants it takes, the lowest GPU per quant): such a cell does not
+    wait for the module. An engine's quant None (the model's own) is not known here: it waits."""
+    from probe.catalog import datafiles
+
+    if quant is None:
+        return False
+    info = datafiles.read_json("vllm_flags.json")["moe_backends"].get(WARMED_MOE_BACKEND, {})
+    if quant not in info.get("quants", [quant]):
+        return True
+    floor = (info.get("min_sm") or {}).get(quant)
+    return sm is not None and floor is not None and sm < floor
+
+
+def _warm_id(s: CellSpec, sm: int | None = None) -> str | None:
     """The pre-pass cell a plan cell waits for: the FlashInfer CUTLASS MoE module (MoE layer and engine
-    cells on ``flashinfer_cutlass``), or its layout's attention warm-up (attention-layer cells whose first
-    forward compiles); None: it needs no pre-pass."""
+    cells on ``flashinfer_cutlass``, unless vLLM refuses them before compiling), or its layout's attention
+    warm-up (attention-layer cells whose first forward compiles); None: it needs no pre-pass."""
     moe = s.params.get("backend") if s.kind == "moe" else s.params.get("moe_backend")
     if s.kind in ("moe", "engine") and moe == WARMED_MOE_BACKEND:
-        return MOE_WARM_ID
+        return None if refused_before_compiling(s.params.get("quant"), sm) else MOE_WARM_ID
     if (
         s.kind == "attention"
         and s.target.endswith("attention_layer:run")
@@ -91,17 +106,20 @@ def _warm_id(s: CellSpec) -> str | None:
     return None
 
 
-def warm_needs(specs: list[CellSpec]) -> dict[str, str]:
-    """Plan cell id -> the id of the pre-pass cell it waits for (only the cells that need one)."""
+def warm_needs(specs: list[CellSpec], sm: int | None = None) -> dict[str, str]:
+    """Plan cell id -> the id of the pre-pass cell it waits for (only the cells that need one; ``sm``:
+    the GPU, when known)."""
     out: dict[str, str] = {}
     for s in specs:
-        wid = _warm_id(s)
+        wid = _warm_id(s, sm)
         if wid is not None:
             out[s.id] = wid
     return out
 
 
-def warm_specs(specs: list[CellSpec], limit_s: float = WARM_TIMEOUT_S) -> list[CellSpec]:
+def warm_specs(
+    specs: list[CellSpec], limit_s: float = WARM_TIMEOUT_S, sm: int | None = None
+) -> list[CellSpec]:
     """The pre-pass cells for a plan, one per JIT module group so they build in parallel: the FlashInfer
     CUTLASS MoE module when a cell runs on ``flashinfer_cutlass``, and one untimed run per distinct
     (JIT-compiling attention backend, FA version, head layout) of the attention-layer cells. They run
@@ -109,7 +127,7 @@ def warm_specs(specs: list[CellSpec], limit_s: float = WARM_TIMEOUT_S) -> list[C
     out: list[CellSpec] = []
     layouts: dict[str, dict[str, Any]] = {}
     for s in specs:
-        wid = _warm_id(s)
+        wid = _warm_id(s, sm)
         if wid == MOE_WARM_ID and not any(w.id == MOE_WARM_ID for w in out):
             env = {"FLASHINFER_JIT_VERBOSE": "1"}  # ninja's [N/M] lines reach the parent
             out.append(_warm_spec(MOE_WARM_ID, {"flashinfer_moe": True}, limit_s, env))

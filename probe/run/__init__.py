@@ -328,7 +328,9 @@ def _start_prepass(run: _Run, cfg: RunnerConfig, stop: threading.Event) -> PrePa
 
     if not run.opts.warm_jit:
         return None
-    pre = plan_prepass([c.spec for c in run.plan.cells])
+    from probe.matrix.schema import cc_to_sm
+
+    pre = plan_prepass([c.spec for c in run.plan.cells], cc_to_sm(run.plan.gpu.get("cc")))
     if pre is None:
         return None
     on_result = _counting(run.opts.progress, len(pre.specs), run.warm)

@@ -151,11 +151,11 @@ def make_plan(
         reused, reasons = decided.reused, dict(decided.reasons)
         copied = {r.id for r in reused}
         specs = [s for s in specs if s.id not in copied]
-    needs = warm_needs(specs) if opts.warm_jit else {}
+    needs = warm_needs(specs, sm) if opts.warm_jit else {}
     warm = []
     if opts.warm_jit:
         built = flashinfer_moe_built(site_dirs, sm)
-        for w in warm_specs(specs, limit_s=START_S):
+        for w in warm_specs(specs, limit_s=START_S, sm=sm):
             seconds, note = _warm_estimate(w, est, built)
             warm.append(PlannedWarm(w, seconds, note, sum(1 for v in needs.values() if v == w.id)))
     cells = plan_cells(specs, opts.priorities, est, needs, reasons)

@@ -99,11 +99,11 @@ class PrePass:
             self._thread.join(timeout)
 
 
-def plan_prepass(specs: list[CellSpec]) -> PrePass | None:
-    """The pre-pass for the cells that will run (None: none of them needs a JIT module)."""
+def plan_prepass(specs: list[CellSpec], sm: int | None = None) -> PrePass | None:
+    """The pre-pass for the cells that will run on GPU ``sm`` (None: none of them needs a JIT module)."""
     from probe.probes.jit_warm import warm_needs, warm_specs
 
-    warm = warm_specs(specs, limit_s=START_S)
+    warm = warm_specs(specs, limit_s=START_S, sm=sm)
     if not warm:
         return None
     jobs = str(max(1, (os.cpu_count() or 1) - 2))
@@ -111,7 +111,7 @@ def plan_prepass(specs: list[CellSpec]) -> PrePass | None:
         w.model_copy(update={"env": {"MAX_JOBS": jobs, **w.env}}) if "flashinfer_moe" in w.params else w
         for w in warm
     ]
-    return PrePass(warm, Prerequisites(warm_needs(specs)))
+    return PrePass(warm, Prerequisites(warm_needs(specs, sm)))
 
 
 def prepass_config(cfg: RunnerConfig, n: int) -> RunnerConfig:

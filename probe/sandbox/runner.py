@@ -76,19 +76,24 @@ def run_cells(
             todo.append(s)
 
     def sink(result: CellResult) -> None:
+        sink_many([result])
+
+    def sink_many(results: list[CellResult]) -> None:
         if annotate is not None:
-            annotate(result)
+            for r in results:
+                annotate(r)
         if journal is not None:
-            journal.append(result)
+            journal.extend(results)
         if on_result is not None:
-            on_result(result)
+            for r in results:
+                on_result(r)
 
     lock_tmp: str | None = None
     if cfg.jobs > 1 and not cfg.gpu_lock_dir:
         lock_tmp = tempfile.mkdtemp(prefix=f"probe-gpulock-{cfg.run_id}-")
         cfg = dataclasses.replace(cfg, gpu_lock_dir=lock_tmp)
     try:
-        return _run_scheduled(todo, cfg, sink, report, stop)
+        return _run_scheduled(todo, cfg, (sink, sink_many), report, stop)
     finally:
         if lock_tmp:
             shutil.rmtree(lock_tmp, ignore_errors=True)
@@ -97,11 +102,11 @@ def run_cells(
 def _run_scheduled(
     todo: list[CellSpec],
     cfg: RunnerConfig,
-    sink: Callable[[CellResult], None],
+    sinks: tuple[Callable[[CellResult], None], Callable[[list[CellResult]], None]],
     report: RunReport,
     stop: threading.Event | None,
 ) -> RunReport:
-    sched = Scheduler(todo, cfg, sink, report, stop)
+    sched = Scheduler(todo, cfg, sinks[0], report, stop, sinks[1])
     threads = [
         threading.Thread(target=sched.slot, name=f"probe-slot-{i}", daemon=True)
         for i in range(min(cfg.jobs, max(1, len(todo))))

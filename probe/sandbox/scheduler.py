@@ -67,10 +67,12 @@ class Scheduler:
         sink: Callable[[CellResult], None],
         report: RunReport,
         stop: threading.Event | None = None,
+        sink_many: Callable[[list[CellResult]], None] | None = None,
     ) -> None:
         self.cfg = cfg
         self.pending = list(specs)
         self.sink = sink
+        self.sink_many = sink_many
         self.report = report
         self.cond = threading.Condition()
         self.running_mem = 0.0
@@ -169,8 +171,7 @@ class Scheduler:
                         return got
                     self.cond.wait(timeout=0.5)
                     continue
-            for spec, why in dropped:  # recorded outside the lock (the journal fsyncs)
-                self.record(not_run_result(spec, why))
+            self.record_many([not_run_result(spec, why) for spec, why in dropped])  # outside the lock
 
     def release(self, grant: CellGrant) -> None:
         with self.cond:
@@ -185,6 +186,16 @@ class Scheduler:
         with self.sink_lock:
             self.sink(result)
             self.report.results.append(result)
+
+    def record_many(self, results: list[CellResult]) -> None:
+        """Rows recorded at once (cells the budget leaves out: one journal write, not one per cell)."""
+        with self.sink_lock:
+            if self.sink_many is not None:
+                self.sink_many(results)
+            else:
+                for r in results:
+                    self.sink(r)
+            self.report.results.extend(results)
 
     def not_run(self, cell_id: str, why: str) -> None:
         with self.sink_lock:

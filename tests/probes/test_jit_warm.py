@@ -86,6 +86,21 @@ def test_only_the_cutlass_moe_backend_builds_the_cutlass_module():
     assert jit_warm.warm_needs([trtllm, engine]) == {"e": "warm/flashinfer-moe"}
 
 
+def test_cells_vllm_refuses_before_compiling_do_not_wait():
+    """flashinfer_cutlass takes NVFP4 only from sm_100, and never fp8_block (vllm_flags.json): on an H100
+    those cells are refused by vLLM's selection at once, so they run beside the pre-pass; with no cell
+    left that needs the module, it is not built at all."""
+    moe = "probe.probes.moe:run"
+    cells = [
+        _spec(f"m/{q}", "moe", moe, backend="flashinfer_cutlass", quant=q)
+        for q in ("nvfp4", "fp8_block", "bf16")
+    ]
+    assert set(jit_warm.warm_needs(cells, sm=90)) == {"m/bf16"}
+    assert set(jit_warm.warm_needs(cells, sm=100)) == {"m/nvfp4", "m/bf16"}
+    assert set(jit_warm.warm_needs(cells)) == {"m/nvfp4", "m/bf16"}  # GPU unknown: it may need it
+    assert jit_warm.warm_specs(cells[:2], sm=90) == []
+
+
 class _Ctx:
     def __init__(self) -> None:
         self.notes: dict[str, Any] = {}
