@@ -18,7 +18,8 @@ M`` process, with the fake nvidia-smi first on PATH):
 Each checks that 0 cells ran (every journal row carries ``details.reused_from``) and that the matrix has
 all 1,296 cells. Then, through the library (no cells run: ``probe.run.prepare``), a FlashInfer-only change
 (an overlay site folder, first on the path, holding a flashinfer-python whose RECORD differs): how many
-cells would run, and that every one of them depends on FlashInfer. Targets: <= 10 s cold, <= 3 s warm.
+cells would run, and that every one of them depends on FlashInfer; and the package digests alone, with an
+empty and a warm cache. Targets: <= 10 s cold, <= 3 s warm.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -72,9 +74,12 @@ def run_once(work: Path, plan: Path, baseline: Path, python: str, cache: Path, t
     journal, out = work / f"{tag}.jsonl", work / f"{tag}.json"
     cmd = [sys.executable, "-m", "probe", "run", "--plan-file", str(plan), "--reuse", str(baseline),
            "--python", python, "--journal", str(journal), "-o", str(out)]  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=work, env=_env(cache), capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         raise SystemExit(f"probe run failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     rows = [json.loads(x) for x in journal.read_text().splitlines()[1:]]
@@ -82,7 +87,18 @@ def run_once(work: Path, plan: Path, baseline: Path, python: str, cache: Path, t
     cells = len(json.loads(out.read_text())["cells"])
     journal.unlink()
     out.unlink()
-    return {"wall_s": round(wall, 3), "cells_ran": ran, "matrix_cells": cells}
+    return {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "cells_ran": ran, "matrix_cells": cells}
+
+
+def floor_once(work: Path) -> dict[str, float]:
+    """The same interpreter starting probe and printing ``probe run --help`` (the start-up floor)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "probe", "run", "--help"], cwd=work, env=_env(work / "c"),
+                   capture_output=True, check=True)  # fmt: skip
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_s": round(time.perf_counter() - t0, 3), "cpu_s": round(cpu, 3)}
 
 
 def flashinfer_change(work: Path, plan: Path, baseline: Path, python: str) -> dict[str, object]:
@@ -112,6 +128,32 @@ def flashinfer_change(work: Path, plan: Path, baseline: Path, python: str) -> di
     }
 
 
+def digest_times(work: Path, python: str) -> dict[str, float]:
+    """The package digests alone (in this process): with an empty cache, then with it warm."""
+    from probe.arch.roots import default_roots
+    from probe.run.digests import DigestCache, component_digests, installed
+    from probe.run.reuse import deps_table
+
+    site = default_roots(python)
+    comps = {k: tuple(v) for k, v in deps_table().components.items()}
+    out = {}
+    for case in ("cold", "warm"):
+        cache = DigestCache(work / "digest-cache.json")
+        t0 = time.perf_counter()
+        component_digests(installed(site), comps, cache)
+        cache.save()
+        out[f"digests_{case}_s"] = round(time.perf_counter() - t0, 4)
+    return out
+
+
+def _summary(runs: list[dict[str, float]]) -> dict[str, object]:
+    return {
+        "median_s": statistics.median(r["wall_s"] for r in runs),
+        "median_cpu_s": statistics.median(r["cpu_s"] for r in runs),
+        "runs": runs,
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--python", default=str(VENV), help="the installed vLLM + torch tree (its interpreter)")
@@ -121,18 +163,22 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="probe-bench-reuse-") as tmp:
         work = Path(tmp)
         plan, baseline, n = prepare_inputs(work, args.python)
-        cold, warm = [], []
-        for i in range(args.repeat):
+        cold, warm, floor = [], [], []
+        for i in range(args.repeat):  # round-robin: the box's load touches every case alike
             cache = work / f"cache-{i}"
             cold.append(run_once(work, plan, baseline, args.python, cache, f"cold{i}"))
             warm.append(run_once(work, plan, baseline, args.python, cache, f"warm{i}"))
+            floor.append(floor_once(work))
         fi = flashinfer_change(work, plan, baseline, args.python)
+        digests = digest_times(work, args.python)
     result = {
         "cells": n,
         "python": args.python,
-        "cold": {"median_s": statistics.median(r["wall_s"] for r in cold), "runs": cold},  # type: ignore[misc]
-        "warm": {"median_s": statistics.median(r["wall_s"] for r in warm), "runs": warm},  # type: ignore[misc]
+        "cold": _summary(cold),
+        "warm": _summary(warm),
+        "floor_probe_run_help": _summary(floor),
         "flashinfer_only_change": fi,
+        **digests,
     }
     print(json.dumps(result, indent=1))
     if args.out:

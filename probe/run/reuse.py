@@ -80,14 +80,18 @@ def _lookup(table: Mapping[str, DepList], key: str) -> DepList:
 
 def components_of(kind: str, params: Mapping[str, Any]) -> tuple[str, ...]:
     """The components a cell of ``kind`` with ``params`` runs on (sorted)."""
+    backend = params.get("backend") if kind != "engine" else None
+    return _components(kind, str(backend), params.get("fa_version"))
+
+
+@functools.cache
+def _components(kind: str, backend: str, fa: Any) -> tuple[str, ...]:
     t = deps_table()
     if kind in t.cells:
         found: DepList = t.cells[kind]
     elif kind == "moe":
-        found = _lookup(t.moe, str(params.get("backend")))
+        found = _lookup(t.moe, backend)
     elif kind == "attention":
-        backend = str(params.get("backend"))
-        fa = params.get("fa_version")
         key = f"{backend}/fa{fa}"
         found = t.attention[key] if key in t.attention else _lookup(t.attention, backend)
     else:
