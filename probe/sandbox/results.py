@@ -258,12 +258,12 @@ def build_result(spec: CellSpec, run: CellRun, worker: WorkerKind, excerpt_chars
         frames = stacks.cell_stack(run.capture.text())
         if frames:
             details["stack_at_timeout"] = frames
-    if run.jit is not None:
-        details.update(run.jit.details())
     if run.timed_out or run.budget_stopped:  # stopped by a limit: a compile or the budget says nothing
         stop = _stopped(run, outcome)
         if stop is not None:
             outcome, root_cause, hint, phase = stop[0], stop[1], stop[2], stop[3] or phase
+    if run.jit is not None:  # after the stop's recount of the build's units
+        details.update(run.jit.details())
     if verdict.line_number is not None:
         details["root_cause_line"] = verdict.line_number
     return CellResult(

@@ -68,6 +68,8 @@ def builds(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     lines += [f"build {o}: cuda_compile /src/k{i}.cu" for i, o in enumerate(objs)]
     lines.append(f"build {out / 'module.so'}: link " + " ".join(map(str, objs)))
     (out / "build.ninja").write_text("\n".join(lines) + "\n")
+    if params.get("name_build_file", True):  # as the JIT pre-pass names FlashInfer's module
+        ctx.note("jit_build_file", str(out / "build.ninja"))
     nvcc = Path(tempfile.mkdtemp(prefix="probe-jit-")) / "nvcc"
     nvcc.write_text(f"#!{sys.executable}\n{_NVCC}")
     nvcc.chmod(0o755)
