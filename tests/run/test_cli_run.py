@@ -35,6 +35,7 @@ def _plan(tmp_path: Path) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_dry_run_prints_the_order_the_estimates_and_the_cut(tmp_path):
     journal = tmp_path / "earlier.jsonl"
     row = {"id": "moe/triton/slow", "kind": "moe", "params": {"backend": "triton"}, "outcome": "ok"}

@@ -67,6 +67,7 @@ def test_a_cell_whose_estimate_exceeds_what_is_left_is_not_started(cfg):
     assert got["small"].outcome is Outcome.OK
 
 
+@pytest.mark.slow
 def test_a_cell_waits_for_its_prerequisite_and_the_others_run_beside(cfg):
     pre = Prerequisites({"needs-module": "warm/module"})
     cfg = dataclasses.replace(cfg, prerequisites=pre)
