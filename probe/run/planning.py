@@ -71,7 +71,11 @@ def compiles_itself(spec: CellSpec) -> str | None:
     if kind not in ("moe", "attention"):
         return None
     name = spec.params.get("backend")
-    modes = {b.mode for b in backend_catalog().backends if b.kind == kind and b.name == name}
+    found = [b for b in backend_catalog().backends if b.kind == kind and b.name == name]
+    fa = spec.params.get("fa_version")
+    if fa and any(b.id.endswith(f".fa{fa}") for b in found):  # FLASH_ATTN: FA2 / FA3 ship compiled, FA4 not
+        found = [b for b in found if b.id.endswith(f".fa{fa}")]
+    modes = {b.mode for b in found}
     if "jit" in modes:
         return "JIT module"
     if "pure-triton" in modes:
