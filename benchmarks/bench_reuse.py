@@ -52,9 +52,8 @@ def _env(cache: Path) -> dict[str, str]:
 
 def prepare_inputs(work: Path, python: str) -> tuple[Path, Path, int]:
     """The narrowed plan and the stamped baseline; returns (plan, baseline, cells)."""
-    from probe.arch.roots import default_roots
     from probe.matrix.build import nvidia_smi
-    from probe.run.digests import DigestCache
+    from probe.run.digests import DigestCache, import_path
     from probe.run.reuse import environment
 
     matrix = json.loads(MATRIX.read_text())
@@ -62,7 +61,7 @@ def prepare_inputs(work: Path, python: str) -> tuple[Path, Path, int]:
     with gzip.open(PLAN) as f:
         plan = [c for c in json.loads(f.read()) if c["id"] in measured]
     os.environ["PATH"] = f"{FAKE_GPU}{os.pathsep}{os.environ['PATH']}"
-    env = environment(default_roots(python), nvidia_smi(), DigestCache(None))
+    env = environment(import_path(python), nvidia_smi(), DigestCache(None))
     for c in matrix["cells"]:
         c["details"]["reuse"] = {"run": "published-h200", "inputs": env.cell_inputs(c["kind"], c["params"])}
     (work / "plan.json").write_text(json.dumps(plan))
@@ -103,11 +102,11 @@ def floor_once(work: Path) -> dict[str, float]:
 
 def flashinfer_change(work: Path, plan: Path, baseline: Path, python: str) -> dict[str, object]:
     """How many cells a FlashInfer-only change re-runs (dry, through the library)."""
-    from probe.arch.roots import default_roots
     from probe.run import RunOptions, load_plan_file, prepare
+    from probe.run.digests import import_path
     from probe.run.reuse import components_of
 
-    site = default_roots(python)
+    site = import_path(python)
     overlay = work / "overlay"
     real = next(Path(s) for s in site if list(Path(s).glob("flashinfer_python-*.dist-info")))
     info = next(real.glob("flashinfer_python-*.dist-info"))
@@ -130,11 +129,10 @@ def flashinfer_change(work: Path, plan: Path, baseline: Path, python: str) -> di
 
 def digest_times(work: Path, python: str) -> dict[str, float]:
     """The package digests alone (in this process): with an empty cache, then with it warm."""
-    from probe.arch.roots import default_roots
-    from probe.run.digests import DigestCache, component_digests, installed
+    from probe.run.digests import DigestCache, component_digests, import_path, installed
     from probe.run.reuse import deps_table
 
-    site = default_roots(python)
+    site = import_path(python)
     comps = {k: tuple(v) for k, v in deps_table().components.items()}
     out = {}
     for case in ("cold", "warm"):

@@ -184,12 +184,12 @@ def plan_options(args: argparse.Namespace) -> PlanOptions:
 
 
 def _search_path(python: str | None) -> tuple[str, ...] | None:
-    """The site-packages of ``--python`` (its vLLM is the one planned for), or None."""
+    """The import path of ``--python`` (its vLLM is the one planned for), or None."""
     if not python:
         return None
-    from probe.arch.roots import default_roots
+    from probe.run.digests import import_path
 
-    return tuple(default_roots(python))
+    return tuple(import_path(python))
 
 
 def build_plan_from_args(args: argparse.Namespace) -> list[CellSpec]:

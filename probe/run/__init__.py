@@ -302,15 +302,10 @@ def environment_of(opts: RunOptions) -> tuple[Environment, dict[str, Any], list[
     """This host's environment (reuse key), the GPU facts it came from, and the site-packages of the
     interpreter the cells run in."""
     from probe.matrix.build import nvidia_smi
-    from probe.run.digests import default_cache
+    from probe.run.digests import default_cache, import_path
     from probe.run.reuse import environment
 
-    if opts.site_dirs is not None:
-        site = list(opts.site_dirs)
-    else:
-        from probe.arch.roots import default_roots
-
-        site = default_roots(opts.python)
+    site = list(opts.site_dirs) if opts.site_dirs is not None else import_path(opts.python)
     smi = nvidia_smi()
     return environment(site, smi, default_cache()), smi, site
 

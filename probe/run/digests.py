@@ -1,5 +1,8 @@
 """Content digests of the installed packages a cell runs on, for ``probe run --reuse``.
 
+The distributions are those of the folders the interpreter the cells run in imports from (``sys.path``:
+its site-packages and ``$PYTHONPATH``, :func:`import_path`), the first of a name in path order.
+
 A distribution installed by pip (or uv, or any installer following the packaging spec) lists every file
 it installed, with each file's sha256, in ``<name>-<version>.dist-info/RECORD``. The digest of a
 distribution is the sha256 of that RECORD's bytes: cheap (one small file, no walk of the package) and
@@ -39,6 +42,34 @@ from pathlib import Path
 ABSENT = "absent"
 UNKNOWN = "unknown"
 CACHE_NAME = "record-digests-v1.json"
+
+
+def import_path(python: str | None = None, timeout_s: float = 60.0) -> list[str]:
+    """The folders ``python`` (default: this interpreter) imports from, in order (``sys.path``: its
+    site-packages and ``$PYTHONPATH``, e.g. a ``pip install --target`` tree), existing folders only."""
+    import subprocess
+    import sys
+
+    from probe.errors import UsageError
+
+    if python is None:
+        paths = list(sys.path)
+    else:
+        code = "import json, sys; print(json.dumps(sys.path))"
+        try:
+            out = subprocess.run(
+                [python, "-c", code], capture_output=True, text=True, timeout=timeout_s, check=True
+            )
+            paths = json.loads(out.stdout.strip().splitlines()[-1])
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
+            raise UsageError(f"--python {python}: cannot ask it for its import path: {exc}") from None
+    seen: set[str] = set()
+    folders = []
+    for p in paths:
+        if p and os.path.isdir(p) and os.path.realpath(p) not in seen:  # noqa: PTH112
+            seen.add(os.path.realpath(p))
+            folders.append(os.path.abspath(p))  # noqa: PTH100
+    return folders
 
 
 def norm_name(name: str) -> str:
