@@ -18,7 +18,7 @@ What a digest cannot see, and how probe answers:
 * an editable install (``pip install -e``, ``direct_url.json`` with ``"editable": true``) or a
   distribution without RECORD (``.egg-info``, ``setup.py install``, conda / distro packages): its code is
   not listed, so the component is ``unknown`` and its cells are never reused;
-* anything outside the site-packages folders: the CUDA driver (``libcuda``: the driver version is part
+* anything outside those folders: the CUDA driver (``libcuda``: the driver version is part
   of the reuse key instead), system libraries, the CUDA toolkit JIT builds use (``nvcc``), environment
   variables, and the JIT caches (a cached module built by an older FlashInfer is rebuilt by FlashInfer).
 
