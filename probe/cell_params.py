@@ -43,6 +43,10 @@ class CellParamsError(ValueError):
     """A cell's wire parameters do not fit its kind (raised inside the child: a plan / probe bug)."""
 
 
+#: wire keys of ``params`` that are the scheduler's (:class:`CellBudget`), not what the cell measures
+BUDGET_KEYS = frozenset({"mem_gib", "exclusive", "gpus"})
+
+
 @dataclass(frozen=True)
 class CellBudget:
     """What a cell asks of the scheduler: its time limit, a memory estimate, and whether it needs the

@@ -19,6 +19,7 @@ class Outcome(str, Enum):
     TIMEOUT = "timeout"  # hang
     CRASHED = "crashed"  # signal or non-zero exit with no better cause
     SKIPPED = "skipped"  # not applicable (backend absent in this vLLM, no GPU, ...)
+    NOT_RUN = "not_run"  # planned, not measured: the run's time budget, a compile stopped unfinished
 
     @property
     def passed(self) -> bool:
@@ -26,8 +27,8 @@ class Outcome(str, Enum):
 
     @property
     def failed(self) -> bool:
-        """A real failure of the probed stack (not ok, not skipped)."""
-        return self not in (Outcome.OK, Outcome.SKIPPED)
+        """A real failure of the probed stack (not ok, not skipped, not unmeasured)."""
+        return self not in (Outcome.OK, Outcome.SKIPPED, Outcome.NOT_RUN)
 
 
 OUTCOME_HELP: dict[Outcome, str] = {
@@ -44,4 +45,25 @@ OUTCOME_HELP: dict[Outcome, str] = {
     Outcome.TIMEOUT: "hung past its time limit and was killed",
     Outcome.CRASHED: "died from a signal or a non-zero exit with no better cause",
     Outcome.SKIPPED: "not applicable here",
+    Outcome.NOT_RUN: "planned, not measured (time budget spent, or a compile stopped unfinished): unknown",
 }
+
+#: the root cause of a cell stopped while it JIT-compiled (``probe.sandbox.jit``); journals written before
+#: the ``not_run`` outcome recorded such a stop as ``timeout`` with the older prefix
+COMPILE_STOP = "compile budget exceeded"
+_OLD_COMPILE_STOP = "probe: stopped while JIT-compiling"
+
+
+def compile_stop(outcome: str | None, root_cause: str | None) -> bool:
+    """A cell stopped while it compiled kernels: the compile did not finish, so the cell says nothing
+    about whether the backend works (``not_run`` now; ``timeout`` in older journals and matrices)."""
+    cause = root_cause or ""
+    if outcome == Outcome.NOT_RUN.value:
+        return cause.startswith(COMPILE_STOP)
+    return outcome == Outcome.TIMEOUT.value and cause.startswith(_OLD_COMPILE_STOP)
+
+
+def unknown(outcome: str | None, root_cause: str | None) -> bool:
+    """The cell's result is unknown: it was not run, or it was stopped while compiling. ``recommend`` and
+    ``gate`` treat such a cell as no evidence either way (never a failure, never a regression)."""
+    return outcome == Outcome.NOT_RUN.value or compile_stop(outcome, root_cause)

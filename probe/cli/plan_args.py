@@ -179,7 +179,17 @@ def plan_options(args: argparse.Namespace) -> PlanOptions:
         engine_tp=engine_tp_sizes(tp_text, visible),
         visible_gpus=visible,
         force_multi_gpu=bool(getattr(args, "force_multi_gpu", False)),
+        vllm_search_path=_search_path(getattr(args, "python", None)),
     )
+
+
+def _search_path(python: str | None) -> tuple[str, ...] | None:
+    """The import path of ``--python`` (its vLLM is the one planned for), or None."""
+    if not python:
+        return None
+    from probe.run.digests import import_path
+
+    return tuple(import_path(python))
 
 
 def build_plan_from_args(args: argparse.Namespace) -> list[CellSpec]:

@@ -6,12 +6,22 @@ OOM are recorded per cell and the remaining cells move to a fresh worker. Every 
 to the journal (JSON lines, fsync'ed); `--resume` continues a journal after a crash or kill -9 of
 the prober, re-running only cells that have no row.
 
+With --budget the run ends in time: cells run in order of value (the requested models' own shapes, the
+recommended pair and its runner-up, vLLM's defaults, then the sweep), the JIT pre-pass compiles beside
+the cells that need no compile, and what the budget does not reach is recorded not_run with the reason
+(unknown, never a failure). --reuse copies the cells whose inputs did not change from an earlier journal
+or matrix (probe version, parameters, GPU, driver, CUDA, package digests: docs/sandbox.md).
+
 Examples:
   probe run --journal run.jsonl --output matrix.json
+  probe run --models 122b --budget 10m --journal run.jsonl -o matrix.json
+  probe run --models 122b --budget 15m --dry-run                      # the order, estimates, JIT, the cut
+  probe run --budget 15m --reuse last-matrix.json --estimates last.jsonl -o matrix.json
   probe run --journal run.jsonl --resume -j 2 --gpu-mem-budget 60
   probe run --plan-file cells.json --isolate-all --timeout 120
-Exit codes: 0 every cell ran (whatever its outcome), 5 some cells could not be run,
-4 the prober's own machinery failed, 2 usage error, 6 unreadable plan / journal, 130 interrupted.
+Exit codes: 0 every planned cell has a row (measured, reused, or not_run with its reason), 5 some cells
+could not be run, 4 the prober's own machinery failed, 2 usage error, 6 unreadable plan / journal /
+estimates / baseline, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -21,10 +31,11 @@ import sys
 from typing import TYPE_CHECKING
 
 from probe.cli.plan_args import add_plan_arguments, build_plan_from_args
+from probe.cli.run_report import Printer
 
 if TYPE_CHECKING:
-    from probe.cells import CellResult, CellSpec
-    from probe.run import RunOptions, RunReport
+    from probe.cells import CellSpec
+    from probe.run import RunOptions
 
 
 def _positive_float(text: str) -> float:
@@ -87,6 +98,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         help="unified memory: memory always left to the host (at least 15%% of RAM; default 8)",
     )
     _add_limit_flags(g)
+    _add_budget_flags(p.add_argument_group("budget and reuse"))
     g.add_argument(
         "--isolate-all", action="store_true", help="a fresh child per cell (slower, no warm workers)"
     )
@@ -118,9 +130,12 @@ def _add_limit_flags(g: argparse._ArgumentGroup) -> None:
     )
     g.add_argument(
         "--warm-jit",
-        action="store_true",
-        help="compile the plan's JIT modules first, in parallel (FlashInfer's CUTLASS MoE module, each "
-        "FLASHINFER attention layout); results and JIT cache sizes go to JOURNAL.warm.jsonl",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="compile the plan's JIT modules in a pre-pass beside the cells (FlashInfer's CUTLASS MoE "
+        "module, each JIT-compiling attention layout): only the cells that need a module wait for it, "
+        "each module may compile for --jit-timeout s; results in JOURNAL.warm.jsonl (default: on with "
+        "--budget, else off)",
     )
     g.add_argument(
         "--grace",
@@ -128,6 +143,60 @@ def _add_limit_flags(g: argparse._ArgumentGroup) -> None:
         default=5.0,
         metavar="S",
         help="seconds between SIGTERM and SIGKILL for a cell that timed out (default 5)",
+    )
+
+
+def _duration(text: str) -> float:
+    from probe.cli.run_report import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_budget_flags(g: argparse._ArgumentGroup) -> None:
+    g.add_argument(
+        "--budget",
+        type=_duration,
+        default=None,
+        metavar="DURATION",
+        help="the whole run ends within this (15m, 900, 900s, 1h): cells in order of value; what does not "
+        "fit is recorded not_run with the reason",
+    )
+    g.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the plan in run order with per-cell estimates, which cells JIT-compile, what is "
+        "reused, and where the budget ends; run nothing",
+    )
+    g.add_argument(
+        "--estimates",
+        nargs="+",
+        default=(),
+        metavar="JOURNAL",
+        help="journals (or matrices) of earlier runs: per-cell time estimates (median wall time of the "
+        "same cell, else of its kind and backend; default: by kind)",
+    )
+    g.add_argument(
+        "--reuse",
+        default=None,
+        metavar="BASELINE",
+        help="a journal or matrix of an earlier run: copy each cell whose inputs did not change (probe "
+        "version, parameters, GPU, driver, CUDA, digests of the packages it runs on); run the rest",
+    )
+    g.add_argument(
+        "--python",
+        default=None,
+        metavar="PY",
+        help="the interpreter the cells run in and whose installed packages are digested (default: this one)",
+    )
+    g.add_argument(
+        "--heartbeat",
+        type=_nonneg_float,
+        default=30.0,
+        metavar="S",
+        help="a progress line for each cell (or compile) running this long, and again every S s; 0: off",
     )
 
 
@@ -152,10 +221,14 @@ def _build_plan(args: argparse.Namespace) -> list[CellSpec]:
     return build_plan_from_args(args)
 
 
-def options_from_args(args: argparse.Namespace, specs: list[CellSpec]) -> RunOptions:
+def options_from_args(args: argparse.Namespace, specs: list[CellSpec], printer: Printer) -> RunOptions:
     """The flags of ``probe run`` as typed options (progress lines on stderr)."""
+    from probe.cli.run_report import priorities
+    from probe.matrix.build import nvidia_smi
     from probe.run import RunOptions
 
+    models = [m.strip() for m in (args.models or "").split(",") if m.strip()]
+    warm = args.warm_jit if args.warm_jit is not None else args.budget is not None
     return RunOptions(
         cells=tuple(specs),
         journal=args.journal,
@@ -165,52 +238,46 @@ def options_from_args(args: argparse.Namespace, specs: list[CellSpec]) -> RunOpt
         host_reserve_gib=args.host_reserve,
         timeout_s=args.timeout,
         jit_timeout_s=args.jit_timeout,
-        warm_jit=args.warm_jit,
+        warm_jit=warm,
         grace_s=args.grace,
         isolate_all=args.isolate_all,
         confirm_crashes=args.confirm_crashes,
         output=args.output,
         image=args.image,
-        progress=_progress,
+        progress=printer.result,
+        budget_s=args.budget,
+        budget_from=printer.started,
+        # the value order matters when the budget will not fit everything (and for --dry-run's listing)
+        priorities=priorities(models, nvidia_smi().get("cc")) if args.budget or args.dry_run else None,
+        estimates=tuple(args.estimates or ()),
+        reuse=args.reuse,
+        python=args.python,
+        heartbeat_s=args.heartbeat,
+        heartbeat=printer.heartbeat,
+        on_plan=lambda plan: printer.plan(plan, args.budget, args.jobs),
     )
-
-
-def _progress(r: CellResult, done: int, todo: int) -> None:
-    extra = f"  {r.root_cause[:100]}" if r.root_cause and r.outcome.value != "ok" else ""
-    degraded = " (degraded)" if r.degraded else ""
-    print(
-        f"[{done}/{todo}] {r.id}: {r.outcome.value}{degraded} {r.wall_s:.1f}s{extra}",
-        file=sys.stderr,
-        flush=True,
-    )
-
-
-def _print_summary(report: RunReport, journal_path: str, output: str | None) -> None:
-    print(
-        f"{len(report.results)}/{report.planned} cells recorded in {journal_path}: "
-        + ", ".join(f"{k} {v}" for k, v in report.tally.items())
-    )
-    flagged = report.probe_errors
-    if flagged:
-        print(
-            f"{len(flagged)} cell(s) failed inside probe's own code (details.probe_error; most likely "
-            f"probe bugs, please report them): {', '.join(flagged[:10])}"
-            + (" ..." if len(flagged) > 10 else "")
-        )
-    if report.matrix is not None:
-        print(f"matrix written to {output}")
 
 
 def execute(args: argparse.Namespace) -> int:
-    from probe.errors import EXIT_OK, EXIT_PARTIAL, RunInterrupted
-    from probe.run import run_plan
+    import time
 
+    from probe.cli.run_report import Printer, summary
+    from probe.errors import EXIT_OK, EXIT_PARTIAL, RunInterrupted
+    from probe.run import prepare, run_plan
+
+    printer = Printer(args.budget, time.monotonic())
+    opts = options_from_args(args, _build_plan(args), printer)
+    if args.dry_run:
+        from probe.run.planning import render
+
+        render(prepare(opts), args.budget, args.jobs)
+        return EXIT_OK
     try:
-        report = run_plan(options_from_args(args, _build_plan(args)))
+        report = run_plan(opts)
     except RunInterrupted as stopped:
-        _print_summary(stopped.report, args.journal, args.output)
+        summary(stopped.report, args.journal, args.output)
         raise KeyboardInterrupt from None  # main() says "interrupted" and exits 130
-    _print_summary(report, args.journal, args.output)
+    summary(report, args.journal, args.output)
     if report.not_run:
         for cid, why in list(report.not_run.items())[:20]:
             print(f"not run: {cid}: {why}", file=sys.stderr)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from probe.matrix.schema import Matrix
+from probe.outcomes import unknown
 
 log = logging.getLogger(__name__)
 
@@ -22,14 +23,21 @@ class CellChange:
     old: str | None  # outcome, None = absent
     new: str | None
     root_cause: str | None = None
+    old_root_cause: str | None = None
+
+    @property
+    def unknown_now(self) -> bool:
+        """The current result is unknown (not run, or stopped while JIT-compiling): no verdict."""
+        return unknown(self.new, self.root_cause)
 
     @property
     def regression(self) -> bool:
-        return self.old == "ok" and self.new not in (None, "ok", "skipped")
+        return self.old == "ok" and self.new not in (None, "ok", "skipped") and not self.unknown_now
 
     @property
     def fixed(self) -> bool:
-        return self.old not in (None, "ok", "skipped") and self.new == "ok"
+        was_known = not unknown(self.old, self.old_root_cause)
+        return self.old not in (None, "ok", "skipped") and was_known and self.new == "ok"
 
 
 @dataclass
@@ -72,7 +80,10 @@ class Comparison:
             "common_cells": self.common_cells,
             "baseline_cells": self.baseline_cells,
             "current_cells": self.current_cells,
-            "cells": [c.__dict__ | {"regression": c.regression, "fixed": c.fixed} for c in self.cells],
+            "cells": [
+                c.__dict__ | {"regression": c.regression, "fixed": c.fixed, "unknown": c.unknown_now}
+                for c in self.cells
+            ],
             "arches": [a.__dict__ for a in self.arches],
             "versions": {k: {"old": o, "new": n} for k, (o, n) in self.versions.items()},
             "recommendations": [
@@ -174,6 +185,7 @@ def compare(old: Matrix, new: Matrix, *, models: list[str] | None = None) -> Com
                 a.outcome.value if a else None,
                 b.outcome.value if b else None,
                 (b.root_cause if b else None),
+                (a.root_cause if a else None),
             )
         )
     oa, na = _arch_map(old), _arch_map(new)

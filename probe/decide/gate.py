@@ -146,6 +146,14 @@ def _cell_checks(cmp: Comparison) -> list[Check]:
         checks.append(
             Check("cells", "cells", True, f"{cmp.common_cells} common cells compared, none regressed")
         )
+    unknown_now = [ch for ch in cmp.cells if ch.unknown_now and ch.old not in (None, ch.new)]
+    if unknown_now:
+        shown = "; ".join(f"{ch.id}: {ch.root_cause or ch.new}" for ch in unknown_now[:3])
+        more = f" (+{len(unknown_now) - 3} more)" if len(unknown_now) > 3 else ""
+        msg = (
+            f"{len(unknown_now)} cell(s) not measured in the current run (unknown, no verdict): {shown}{more}"
+        )
+        checks.append(Check("cells", "unknown", True, msg))
     return checks
 
 
@@ -168,9 +176,16 @@ def _arch_checks(baseline: Matrix, current: Matrix, required: list[str] | None) 
 def _recommendation_checks(cmp: Comparison, slowdown: float) -> list[Check]:
     """One check per model recommendation: did it disappear or slow down past the threshold?"""
     checks: list[Check] = []
+    unknown_now = sum(1 for ch in cmp.cells if ch.unknown_now)
     for rc in cmp.recommendations:
         old_pair, new_pair = rc.pair("old"), rc.pair("new")
-        if old_pair and not new_pair:
+        if old_pair and new_pair != old_pair and unknown_now:
+            ok = True  # the baseline's evidence was not measured again (cells not run): unknown
+            msg = (
+                f"{rc.model}: {old_pair} -> {new_pair or 'none'} with {unknown_now} cell(s) not measured "
+                "in the current run (unknown, no verdict)"
+            )
+        elif old_pair and not new_pair:
             ok = False
             msg = f"{rc.model}: the recommendation disappeared (was {old_pair}; no working pair now)"
         elif old_pair and new_pair and rc.slowdown is not None and rc.slowdown > slowdown:

@@ -19,7 +19,7 @@ import re
 import shutil
 import socket
 import subprocess
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +37,7 @@ from probe.matrix.schema import (
     cc_to_sm,
 )
 from probe.matrix.static_doc import predicted_cells, static_from_scan
+from probe.outcomes import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,8 @@ def _torch_cuda_version() -> str | None:
     return None
 
 
-def _nvidia_smi(timeout_s: float = 10.0) -> dict[str, Any]:
+def nvidia_smi(timeout_s: float = 10.0) -> dict[str, Any]:
+    """GPU 0 as ``nvidia-smi`` reports it: name, cc, memory_gib, driver, count ({} when it cannot)."""
     exe = shutil.which("nvidia-smi")
     if not exe:
         return {}
@@ -137,20 +139,31 @@ def normalize_gpu(raw: dict[str, Any]) -> GpuInfo:
     )
 
 
-def collect_provenance(image: str | None = None) -> dict[str, Any]:
+def collect_provenance(
+    image: str | None = None,
+    *,
+    dists: Mapping[str, str] | None = None,
+    torch_cuda: str | None = None,
+    smi: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Facts about this host and image, gathered without importing torch / vllm.
 
-    Versions come from ``importlib.metadata``; the GPU from ``nvidia-smi`` (10 s timeout) and the
-    GPU catalog. The child probes can add better facts later (``build_matrix`` merges an
-    ``import`` cell's ``details: {"versions": {...}, "gpu": {...}}``).
+    Versions come from ``importlib.metadata`` (or ``dists``: normalised distribution name -> version of
+    the environment the cells ran in, ``probe run --python``, with ``torch_cuda``); the GPU from
+    ``nvidia-smi`` (10 s timeout; ``smi``: its answer, already asked) and the GPU catalog. The child
+    probes can add better facts later (``build_matrix`` merges an ``import`` cell's
+    ``details: {"versions": {...}, "gpu": {...}}``).
     """
     versions: dict[str, Any] = {"python": platform.python_version()}
     for field, names in _DISTS.items():
-        versions[field] = _dist_version(names)
-    versions["torch_cuda"] = _torch_cuda_version()
+        if dists is None:
+            versions[field] = _dist_version(names)
+        else:
+            versions[field] = next((dists[n] for n in names if n in dists), None)
+    versions["torch_cuda"] = _torch_cuda_version() if dists is None else torch_cuda
     if versions["cuda_runtime"] is None:
         versions["cuda_runtime"] = versions["torch_cuda"]
-    smi = _nvidia_smi()
+    smi = dict(smi) if smi is not None else nvidia_smi()
     if smi.get("driver"):
         versions["driver"] = smi.pop("driver")
     gpu = normalize_gpu(smi).model_dump() if smi else None
@@ -262,7 +275,10 @@ def build_matrix(
         status: Literal["complete", "partial", "infra_failed"]
         if infra_error:
             status = "infra_failed"
-        elif cells_planned is not None and len(results) < cells_planned:
+        elif (cells_planned is not None and len(results) < cells_planned) or any(
+            r.outcome is Outcome.NOT_RUN
+            for r in results  # planned, not measured
+        ):
             status = "partial"
         else:
             status = "complete"

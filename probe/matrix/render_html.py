@@ -26,6 +26,7 @@ COLOURS: dict[str, str] = {
     "timeout": "#5d4037",
     "crashed": "#880e4f",
     "skipped": "#cfd8dc",
+    "not_run": "#90a4ae",
     "missing": "#ffffff",
 }
 

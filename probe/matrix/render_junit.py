@@ -51,9 +51,10 @@ def junit_tree(doc: Matrix | Fleet) -> ET.Element:
                         if x
                     )
                 )
-            elif c.outcome.value == "skipped":
+            elif c.outcome.value in ("skipped", "not_run"):  # not_run: unknown, never a failure
                 n_skip += 1
-                ET.SubElement(case, "skipped", message=_clean(c.root_cause or "not applicable"))
+                why = "not applicable" if c.outcome.value == "skipped" else "not run"
+                ET.SubElement(case, "skipped", message=_clean(c.root_cause or why))
         suite.set("tests", str(len(m.cells)))
         suite.set("failures", str(n_fail))
         suite.set("skipped", str(n_skip))

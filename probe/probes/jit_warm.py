@@ -10,8 +10,14 @@ once, before the timed cells, and report where the JIT caches are and how big th
   FLEX's inductor kernels, FA4's CuTe-DSL kernels) into the on-disk caches the timed cells then load.
 
 Params: ``flashinfer_moe`` (bool), ``attention_cells`` (list of attention-layer params).
-A failing module build raises (the sandbox classifies the ninja output as ``jit_failed``); a
-failing attention warm-up is recorded in ``details.attention`` and the pass goes on.
+The pass reports ``ok`` only for what it really built AND loaded: the MoE module is built and loaded
+(``JitSpec.build_and_load``), the attention layer ran its forward. A failing build or import raises (the
+sandbox classifies it: ``jit_failed``, ``import_error`` ...); an attention backend that refuses the layout
+returns that refusal. The build's progress is visible to the parent: the child names the module's
+``build.ninja`` (``jit_build_file``, whose steps the parent counts on disk) and FlashInfer prints ninja's
+``[N/M]`` lines (``FLASHINFER_JIT_VERBOSE=1``).
+
+:func:`warm_needs` says which plan cells wait for which pre-pass cell (the others run beside it).
 """
 
 from __future__ import annotations
@@ -22,6 +28,10 @@ from typing import Any
 from probe.cell_params import CellKind
 from probe.cells import CellSpec, ProbeContext
 from probe.probes.common import result, skipped
+
+MOE_WARM_ID = "warm/flashinfer-moe"
+#: the MoE backend whose module the pre-pass builds (FlashInfer's CUTLASS fused MoE)
+WARMED_MOE_BACKEND = "flashinfer_cutlass"
 
 WARM_TARGET = "probe.probes.jit_warm:run"
 WARM_TIMEOUT_S = 1800.0
@@ -65,74 +75,122 @@ def _layout_tag(p: dict[str, Any]) -> str:
     )
 
 
-def warm_specs(specs: list[CellSpec]) -> list[CellSpec]:
-    """The pre-pass cells for a plan, one per JIT module group so ``-j N`` builds them in parallel:
-    the FlashInfer CUTLASS MoE module when a ``flashinfer_*`` MoE cell is planned, and one untimed run
-    per distinct (JIT-compiling attention backend, FA version, head layout) of the attention-layer
-    cells. Run them (isolated, journal of their own: they are not matrix cells) before the timed cells."""
-    out: list[CellSpec] = []
-    if any(s.kind == "moe" and str(s.params.get("backend", "")).startswith("flashinfer_") for s in specs):
-        out.append(_warm_spec("warm/flashinfer-moe", {"flashinfer_moe": True}))
-    layouts: dict[str, dict[str, Any]] = {}
+def refused_before_compiling(quant: str | None, sm: int | None) -> bool:
+    """vLLM refuses ``flashinfer_cutlass`` for this quant (on this GPU) in its selection, before any JIT
+    (``probe/data/vllm_flags.json``: the quants it takes, the lowest GPU per quant): such a cell does not
+    wait for the module. An engine's quant None (the model's own) is not known here: it waits."""
+    from probe.catalog import datafiles
+
+    if quant is None:
+        return False
+    info = datafiles.read_json("vllm_flags.json")["moe_backends"].get(WARMED_MOE_BACKEND, {})
+    if quant not in info.get("quants", [quant]):
+        return True
+    floor = (info.get("min_sm") or {}).get(quant)
+    return sm is not None and floor is not None and sm < floor
+
+
+def _warm_id(s: CellSpec, sm: int | None = None) -> str | None:
+    """The pre-pass cell a plan cell waits for: the FlashInfer CUTLASS MoE module (MoE layer and engine
+    cells on ``flashinfer_cutlass``, unless vLLM refuses them before compiling), or its layout's attention
+    warm-up (attention-layer cells whose first forward compiles); None: it needs no pre-pass."""
+    moe = s.params.get("backend") if s.kind == "moe" else s.params.get("moe_backend")
+    if s.kind in ("moe", "engine") and moe == WARMED_MOE_BACKEND:
+        return None if refused_before_compiling(s.params.get("quant"), sm) else MOE_WARM_ID
+    if (
+        s.kind == "attention"
+        and s.target.endswith("attention_layer:run")
+        and compiles_on_first_forward(s.params)
+    ):
+        return f"warm/{_layout_tag(s.params)}"
+    return None
+
+
+def warm_needs(specs: list[CellSpec], sm: int | None = None) -> dict[str, str]:
+    """Plan cell id -> the id of the pre-pass cell it waits for (only the cells that need one; ``sm``:
+    the GPU, when known)."""
+    out: dict[str, str] = {}
     for s in specs:
-        if (
-            s.kind == "attention"
-            and s.target.endswith("attention_layer:run")
-            and compiles_on_first_forward(s.params)
-        ):
-            layouts.setdefault(_layout_tag(s.params), dict(s.params))
-    for tag, p in layouts.items():
-        out.append(_warm_spec(f"warm/{tag}", {"attention_cells": [p]}))
+        wid = _warm_id(s, sm)
+        if wid is not None:
+            out[s.id] = wid
     return out
 
 
-def _warm_spec(cid: str, params: dict[str, Any]) -> CellSpec:
+def warm_specs(
+    specs: list[CellSpec], limit_s: float = WARM_TIMEOUT_S, sm: int | None = None
+) -> list[CellSpec]:
+    """The pre-pass cells for a plan, one per JIT module group so they build in parallel: the FlashInfer
+    CUTLASS MoE module when a cell runs on ``flashinfer_cutlass``, and one untimed run per distinct
+    (JIT-compiling attention backend, FA version, head layout) of the attention-layer cells. They run
+    isolated, in a journal of their own (not matrix cells), each within ``limit_s``."""
+    out: list[CellSpec] = []
+    layouts: dict[str, dict[str, Any]] = {}
+    for s in specs:
+        wid = _warm_id(s, sm)
+        if wid == MOE_WARM_ID and not any(w.id == MOE_WARM_ID for w in out):
+            env = {"FLASHINFER_JIT_VERBOSE": "1"}  # ninja's [N/M] lines reach the parent
+            out.append(_warm_spec(MOE_WARM_ID, {"flashinfer_moe": True}, limit_s, env))
+        elif wid is not None and wid != MOE_WARM_ID:
+            layouts.setdefault(wid, dict(s.params))
+    out += [_warm_spec(wid, {"attention_cells": [p]}, limit_s) for wid, p in layouts.items()]
+    return out
+
+
+def _warm_spec(
+    cid: str, params: dict[str, Any], limit_s: float, env: dict[str, str] | None = None
+) -> CellSpec:
     return CellSpec(
         id=cid,
         kind=CellKind.IMPORT,
         target=WARM_TARGET,
         params=params,
-        timeout_s=WARM_TIMEOUT_S,
+        env=env or {},
+        timeout_s=limit_s,
         isolate=True,
     )
 
 
-def _build_flashinfer_moe(sm: int, out: dict[str, Any]) -> None:
+def _build_flashinfer_moe(sm: int, out: dict[str, Any], ctx: ProbeContext) -> str | None:
+    """Build and load FlashInfer's CUTLASS MoE module for ``sm``; None when done, else why not."""
     import importlib
 
     name = moe_spec_name(sm)
     if name is None:
-        out["flashinfer_moe"] = f"no FlashInfer CUTLASS MoE module for sm_{sm}"
-        return
+        return f"FlashInfer has no CUTLASS fused-MoE module for sm_{sm}"
     fused = importlib.import_module("flashinfer.jit.fused_moe")
-    from flashinfer.jit import build_jit_specs
-
     spec = getattr(fused, name)()
-    aot = spec.aot_path if spec.aot_path.exists() else None  # shipped prebuilt (flashinfer-jit-cache / AOT)
+    prebuilt = spec.aot_path.exists()  # shipped built (flashinfer-jit-cache / AOT)
+    cached = spec.jit_library_path.exists()
+    units = len(getattr(spec, "sources", []) or [])
+    ctx.note("jit", f"FlashInfer {spec.name} ({units} translation units + link)")
+    ctx.note("jit_build_file", str(spec.ninja_path))
     t0 = time.perf_counter()
-    build_jit_specs([spec], verbose=False)
+    spec.build_and_load()  # builds what is missing (ninja: objects already built are kept), then loads
     out["flashinfer_moe"] = {
         "module": spec.name,
         "generator": name,
         "build_s": round(time.perf_counter() - t0, 1),
-        "prebuilt": str(aot) if aot else None,
+        "prebuilt": str(spec.aot_path) if prebuilt else None,
+        "was_cached": cached,
+        "units": units + 1,
+        "loaded": True,
     }
+    return None
 
 
 def _warm_attention(cells: list[dict[str, Any]], ctx: ProbeContext) -> list[dict[str, Any]]:
+    """Each layout's untimed forward. An exception (the backend does not import, a build failed) is not
+    caught: the sandbox classifies it, and the pre-pass cell says what went wrong."""
     from probe.probes import attention_layer
 
     done = []
     for params in cells:
         t0 = time.perf_counter()
-        try:
-            r = attention_layer.run({**params, "iters": 1, "warmup": 0, "decode_steps": 1}, ctx)
-            entry = {"outcome": r["outcome"], "reason": r.get("reason")}
-        except Exception as exc:  # recorded; the timed cell will show the failure with its own log
-            entry = {"outcome": "error", "reason": f"{type(exc).__name__}: {str(exc)[:300]}"}
-        entry.update(backend=params.get("backend"), fa_version=params.get("fa_version"),
-                     head_dim=params.get("head_dim"), wall_s=round(time.perf_counter() - t0, 1))  # fmt: skip
-        done.append(entry)
+        r = attention_layer.run({**params, "iters": 1, "warmup": 0, "decode_steps": 1}, ctx)
+        done.append({"outcome": r["outcome"], "reason": r.get("reason"), "backend": params.get("backend"),
+                     "fa_version": params.get("fa_version"), "head_dim": params.get("head_dim"),
+                     "wall_s": round(time.perf_counter() - t0, 1)})  # fmt: skip
     return done
 
 
@@ -150,15 +208,21 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     ctx.phase("jit")
+    refused: list[str] = []
     if params.get("attention_cells"):
         details["attention"] = _warm_attention(list(params["attention_cells"]), ctx)
         timings["attention_s"] = time.perf_counter() - t0
+        refused += [f"{a['backend']}: {a['reason']}" for a in details["attention"] if a["outcome"] != "ok"]
     if params.get("flashinfer_moe"):
         ctx.phase("jit")
         t1 = time.perf_counter()
-        _build_flashinfer_moe(sm, details)
+        why = _build_flashinfer_moe(sm, details, ctx)
         timings["flashinfer_moe_s"] = time.perf_counter() - t1
+        if why:
+            refused.append(why)
     timings["total_s"] = time.perf_counter() - t0
     details["caches_after"] = jit.cache_report()
     details["sm"] = sm
+    if refused:  # nothing usable was built for it: not "ok"
+        return result("unsupported", "; ".join(refused)[:500], timings=timings, details=details)
     return result("ok", None, timings=timings, details=details)

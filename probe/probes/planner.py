@@ -99,6 +99,9 @@ class PlanOptions:
     engine_tp: tuple[int, ...] = (1,)
     visible_gpus: int | None = None
     force_multi_gpu: bool = False
+    #: where to read the installed vLLM's source (the site-packages of ``probe run --python``; None: this
+    #: interpreter's)
+    vllm_search_path: tuple[str, ...] | None = None
 
 
 def _unknown(option: str, values: tuple[str, ...], known: tuple[str, ...]) -> None:
@@ -357,7 +360,7 @@ def build_plan(opts: PlanOptions) -> list[CellSpec]:
 
     check_options(opts)
     models = [resolve_model(n) for n in opts.models]
-    info = vllm_compat.static_info()
+    info = vllm_compat.static_info(list(opts.vllm_search_path) if opts.vllm_search_path else None)
     if not info.installed:
         log.info("vLLM not importable by the planner; planning the static superset of backends")
     moe_backends, attn_backends = enumerate_backends(opts, info)

@@ -18,6 +18,7 @@ from probe.catalog.gpus import parse_target
 from probe.catalog.models import find
 from probe.catalog.profile import ModelProfile
 from probe.errors import OptionError
+from probe.outcomes import unknown
 from probe.recommend import answer_version
 from probe.recommend.answer_version import AnswerVersion
 from probe.recommend.sources import load_evidence, mark_superseded, reported_cells
@@ -117,11 +118,12 @@ def gather(
 
 
 def about(cells: list[EvidenceCell], req: Request) -> list[EvidenceCell]:
-    """The cells about the asked GPU; of vLLM's own checks, only those about this model."""
+    """The cells about the asked GPU; of vLLM's own checks, only those about this model. Cells whose
+    result is unknown (``not_run``, or stopped while JIT-compiling) are no evidence either way."""
     out = []
     for c in cells:
         d = c.cell
-        if d.get("gpu_sm") != req.sm:
+        if d.get("gpu_sm") != req.sm or unknown(d.get("outcome"), d.get("root_cause")):
             continue
         if d.get("basis") == "vllm_check" and not req.is_model(d.get("model")):
             continue

@@ -28,8 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from probe.outcomes import COMPILE_STOP
 from probe.sandbox import procs
 from probe.sandbox.logtext import strip_prefixes
+from probe.sandbox.ninja import BuildFiles, Units, ninja_files, output_build_file, status_line
 
 DEFAULT_JIT_TIMEOUT_S = 1200.0
 # /proc/<pid>/comm names (at most 15 characters) of compiler drivers and their stages
@@ -119,12 +121,34 @@ def _jit_patterns() -> list[re.Pattern[str]]:
     return [p.pattern for p in signature_db().phases if p.phase == "jit"]
 
 
+@dataclass(frozen=True)
+class JitProgress:
+    """A compile in flight, for progress lines: for how long, what, how far (ninja's build steps) and,
+    from the rate so far, about how long it still needs (None: not known yet)."""
+
+    compile_s: float
+    what: tuple[str, ...]
+    units: Units | None
+    eta_s: float | None
+
+    def text(self) -> str:
+        what = ", ".join(self.what[-2:]) or "kernels"
+        out = f"compiling {what} for {self.compile_s:.0f} s"
+        if self.units is not None:
+            out += f", {self.units.done} of {self.units.total} units built"
+        if self.eta_s is not None:
+            out += f", ~{self.eta_s:.0f} s left"
+        return out
+
+
 @dataclass
 class CompileWatch:
     """Compile activity of one cell. Not thread-safe: one runner thread feeds and asks it."""
 
     jit_timeout_s: float = DEFAULT_JIT_TIMEOUT_S
     linger_s: float = 10.0  # a JIT log line counts as "compiling" for this long (no process seen)
+    proc_linger_s: float = 2.0  # a compiler process seen counts this long (the gap between two steps)
+    _last_proc_t: float | None = None
     clock: Callable[[], float] = time.monotonic
     read_comm: Callable[[int], str | None] = comm
     read_cmdline: Callable[[int], list[str]] = cmdline
@@ -142,6 +166,12 @@ class CompileWatch:
     _seen: int = 0  # bytes of the capture already fed
     _declared: str | None = None  # the child's own "compiling in-process" (phase jit)
     min_interval_s: float = 0.5  # update(): /proc is read at most this often
+    units_interval_s: float = 2.0  # the build files' outputs are counted at most this often
+    units: Units | None = None  # build steps done / planned (ninja), once a build file or status is seen
+    _files: dict[str, Path] = field(default_factory=dict)  # ninja build file -> its working folder
+    _ninja: BuildFiles = field(default_factory=BuildFiles)
+    _units_t: float | None = None
+    _rate_from: tuple[float, int] | None = None  # (compile_s, done) when the count was first known
 
     # -- feeding -----------------------------------------------------------------------------------
     def sample(self, pids: Iterable[int], now: float | None = None) -> bool:
@@ -154,16 +184,51 @@ class CompileWatch:
                 continue
             found.append(name)
             self.tools.add(name)
-            target = compile_target(name, self.read_cmdline(pid))
+            argv = self.read_cmdline(pid)
+            target = compile_target(name, argv)
             if target and target not in self.what and len(self.what) < _MAX_WHAT:
                 self.what.append(target)
+            self._note_build_file(name, argv)
         self._procs_now = found
+        if found:
+            self._last_proc_t = now
         compiling = self._active(now)
         if self._last_tick is not None and (self._was_compiling or compiling):
             self.compile_s += max(0.0, now - self._last_tick)
         self._last_tick = now
         self._was_compiling = compiling
+        self._count_units(now)
         return compiling
+
+    def _note_build_file(self, name: str, argv: list[str]) -> None:
+        if name == "ninja":
+            got = ninja_files(argv)
+            if got is not None:
+                self._files.setdefault(*got)
+        elif len(self._files) < 16:
+            path = output_build_file(argv)
+            if path is not None:
+                self._files.setdefault(path, Path(path).parent)
+
+    def add_build_file(self, path: str, base: str | None = None) -> None:
+        """A ninja build file the child named (``ctx.note("jit_build_file", ...)``): count its steps."""
+        self._files.setdefault(path, Path(base) if base else Path(path).parent)
+
+    def _count_units(self, now: float, force: bool = False) -> None:
+        recent = self._units_t is not None and now - self._units_t < self.units_interval_s
+        if not self._files or (recent and not force):
+            return
+        self._units_t = now
+        counted = self._ninja.units(self._files, self._files)
+        if counted is not None:
+            self._set_units(counted)
+
+    def _set_units(self, units: Units) -> None:
+        if units.source != "build.ninja" and self.units is not None and self.units.source == "build.ninja":
+            return  # the count on disk (earlier builds included) wins over this invocation's status
+        self.units = units
+        if self._rate_from is None:
+            self._rate_from = (self.compile_s, units.done)
 
     def feed_output(self, data: bytes, now: float | None = None) -> None:
         """New bytes of the child's stdout/stderr (any chunking)."""
@@ -177,7 +242,12 @@ class CompileWatch:
         self._partial = self._partial[-4096:]
         for raw in complete:
             line = raw.decode("utf-8", "replace").strip()
-            if line and any(p.search(line) for p in self._patterns):
+            if not line:
+                continue
+            status = status_line(strip_prefixes(line).strip())
+            if status is not None:
+                self._set_units(Units(status[0], status[1], "ninja status"))
+            if any(p.search(line) for p in self._patterns):
                 self.lines += 1
                 self.last_line = (strip_prefixes(line).strip() or line)[:300]
                 self._last_line_t = now
@@ -210,7 +280,8 @@ class CompileWatch:
     # -- asking ------------------------------------------------------------------------------------
     def _active(self, now: float) -> bool:
         recent_line = self._last_line_t is not None and now - self._last_line_t <= self.linger_s
-        return bool(self._procs_now) or recent_line or bool(self._declared)
+        recent_proc = self._last_proc_t is not None and now - self._last_proc_t <= self.proc_linger_s
+        return bool(self._procs_now) or recent_proc or recent_line or bool(self._declared)
 
     def compiling_now(self, now: float | None = None) -> bool:
         return self._active(self.clock() if now is None else now)
@@ -234,14 +305,30 @@ class CompileWatch:
     def budget_spent(self) -> bool:
         return self.compile_s >= self.jit_timeout_s
 
-    def stopped_cause(self) -> str | None:
-        """Root cause for a cell stopped by its deadline while compiling (None: it was not)."""
+    def progress(self) -> JitProgress:
+        """How the compile goes (for progress lines); the estimate needs two counts of built units."""
+        eta = None
+        if self.units is not None and self._rate_from is not None:
+            spent = self.compile_s - self._rate_from[0]
+            built = self.units.done - self._rate_from[1]
+            if spent > 0 and built > 0:
+                eta = (self.units.total - self.units.done) * spent / built
+        return JitProgress(round(self.compile_s, 1), tuple(self.what), self.units, eta)
+
+    def stopped_cause(self, why: str | None = None) -> str | None:
+        """Root cause for a cell stopped while compiling (None: it was not compiling at the last tick):
+        ``compile budget exceeded after N s, M of K units built (what); why``. ``why`` says which limit
+        stopped it (default: the cell's JIT time limit when that was spent)."""
         if not self._was_compiling:  # as of the last tick (the runner samples, then checks its deadline)
             return None
         what = ", ".join(self.what) if self.what else (self.last_line or "kernels")
-        spent = self.budget_spent()
-        budget = f"; the JIT time limit of {self.jit_timeout_s:.0f} s was spent" if spent else ""
-        return f"probe: stopped while JIT-compiling {what} after {self.compile_s:.0f} s of compiling{budget}"
+        self._count_units(self.clock(), force=True)  # what is on disk now, after the stop
+        u = self.units
+        built = f", {u.done} of {u.total} units built" if u is not None else ", units built unknown"
+        if why is None and self.budget_spent():
+            why = f"the JIT time limit of {self.jit_timeout_s:.0f} s was spent"
+        tail = f"; {why}" if why else ""
+        return f"{COMPILE_STOP} after {self.compile_s:.0f} s{built} (JIT-compiling {what}){tail}"
 
     def details(self) -> dict[str, Any]:
         """What goes into the cell's ``details`` (empty when nothing was compiled)."""
@@ -254,6 +341,8 @@ class CompileWatch:
             out["jit_targets"] = list(self.what)
         if self.lines:
             out["jit_log_lines"] = self.lines
+        if self.units is not None:
+            out["jit_units"] = {"done": self.units.done, "total": self.units.total, "from": self.units.source}
         return out
 
 

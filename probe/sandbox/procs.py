@@ -65,27 +65,91 @@ def members(*, pgid: int | None = None, sid: int | None = None, live_only: bool 
     return out
 
 
-def token_pids(token: str, *, prefix: bool = False, exclude: Iterable[int] = ()) -> list[int]:
+def _read_environ(pid: int) -> bytes | None:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _age_s(pid: int) -> float | None:
+    """Seconds since ``pid`` started (``/proc/<pid>/stat`` field 22 against ``/proc/uptime``)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+        with open("/proc/uptime", "rb") as f:
+            uptime = float(f.read().split()[0])
+        return uptime - int(raw[raw.rfind(b")") + 2 :].split()[19]) / _TICKS
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _mid_exec(pid: int, young_s: float) -> bool:
+    """An empty environment on a young live user process: it is inside ``execve`` (the kernel sets
+    the new image's environment pointers after the parent's ``Popen`` has already returned). Kernel
+    threads (parent 0 or kthreadd, 2), zombies and older processes started without an environment
+    also read empty: not these."""
+    info = read_stat(pid)
+    if info is None or info.state in ("Z", "X") or info.ppid in (0, 2) or pid == 2:
+        return False
+    age = _age_s(pid)
+    return age is not None and age <= young_s
+
+
+def _carries(env: bytes, needle: bytes, prefix: bool) -> bool:
+    return any(item == needle or (prefix and item.startswith(needle)) for item in env.split(b"\0"))
+
+
+def token_pids(
+    token: str,
+    *,
+    prefix: bool = False,
+    exclude: Iterable[int] = (),
+    exec_wait_s: float = 0.5,
+    young_s: float = 2.0,
+) -> list[int]:
     """Live pids whose initial environment carries ``PROBE_CELL_TOKEN=<token>`` (or a token
-    starting with ``token`` when ``prefix``)."""
+    starting with ``token`` when ``prefix``). A process caught inside ``execve`` shows an empty
+    environment for a moment (measured: 6 % of reads right after ``Popen`` returned); it is read
+    again until its environment appears, for up to ``exec_wait_s`` (only processes younger than
+    ``young_s``: an old process started without an environment does not slow the scan)."""
     needle = f"{TOKEN_VAR}={token}".encode()
     skip = {os.getpid(), *exclude}
     out = []
+    pending: list[int] = []
     for pid in all_pids():
         if pid in skip:
             continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = f.read()
-        except OSError:
+        env = _read_environ(pid)
+        if env is None:
             continue
-        for item in env.split(b"\0"):
-            if item == needle or (prefix and item.startswith(needle)):
-                info = read_stat(pid)
-                if info is not None and info.state not in ("Z", "X"):
-                    out.append(pid)
-                break
-    return out
+        if not env:
+            if _mid_exec(pid, young_s):
+                pending.append(pid)
+            continue
+        if _carries(env, needle, prefix):
+            info = read_stat(pid)
+            if info is not None and info.state not in ("Z", "X"):
+                out.append(pid)
+    deadline = time.monotonic() + exec_wait_s
+    while pending and time.monotonic() < deadline:
+        time.sleep(0.005)
+        still = []
+        for pid in pending:
+            env = _read_environ(pid)
+            if env is None:
+                continue
+            if not env:
+                if _mid_exec(pid, young_s):
+                    still.append(pid)
+            elif _carries(env, needle, prefix) and pid_alive(pid):
+                out.append(pid)
+        pending = still
+    return sorted(out)
 
 
 def rss_bytes(pids: Iterable[int]) -> int:

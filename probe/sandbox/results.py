@@ -8,22 +8,25 @@ the child reported.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probe.cells import CellResult, CellSpec
 from probe.outcomes import Outcome
 from probe.sandbox import stacks
-from probe.sandbox.worker_parent import CellRun, WorkerKind
+from probe.sandbox.cellrun import CellRun
+from probe.sandbox.worker_parent import WorkerKind
 
 if TYPE_CHECKING:
     from probe.sandbox.classify import Classification
 
 _OOM_HINT = "lower the probe's memory (gpu_memory_utilization / batch) or run with fewer -j"
 _JIT_HINT = (
-    "a JIT build outlived the compile budget: give JIT builds more time, or compile first (the JIT warm-up "
-    "pre-pass of probe run)"
+    "a JIT build outlived the compile budget (unknown, not a failure): give JIT builds more time "
+    "(--jit-timeout, --budget), keep the JIT caches between runs, or compile first (--warm-jit)"
 )
+_BUDGET_HINT = "not measured (unknown): give the run a larger --budget, or run it again with --resume"
 
 # Folders (and files) holding probe's own cell code: an exception raised there (innermost traceback
 # frame) is most likely a probe bug, not a backend failure: the sandbox, the probes, and the cell
@@ -208,6 +211,35 @@ def _probe_bug_hint(where: str | None, hint: str | None) -> str | None:
     return f"{own}; {hint}" if hint else own
 
 
+def _stopped(run: CellRun, outcome: Outcome) -> tuple[Outcome, str, str | None, str | None] | None:
+    """(not_run, cause, hint, phase) for a cell stopped unfinished by a limit: while it compiled (its JIT
+    budget, or the run's time budget: the compile did not finish, which says nothing about the backend),
+    or by the run's time budget; None for a plain hang (``timeout``)."""
+    why = "the run's time budget was spent" if run.budget_stopped else None
+    if run.jit is not None and (run.budget_stopped or outcome is Outcome.TIMEOUT):
+        cause = run.jit.stopped_cause(why)
+        if cause:
+            return Outcome.NOT_RUN, cause, _JIT_HINT, "jit"
+    if run.budget_stopped:
+        cause = f"run budget spent: stopped after {run.wall_s:.0f} s in phase {run.phase or 'unknown'}"
+        return Outcome.NOT_RUN, cause, _BUDGET_HINT, None
+    return None
+
+
+def not_run_result(spec: CellSpec, reason: str) -> CellResult:
+    """The row of a planned cell that was not started (the run's time budget, a JIT module that did not
+    finish building): ``not_run`` with the reason, never a failure; a later ``--resume`` runs it."""
+    return CellResult(
+        id=spec.id,
+        kind=spec.kind,
+        params=spec.params,
+        outcome=Outcome.NOT_RUN,
+        root_cause=reason,
+        hint=_BUDGET_HINT,
+        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
 def build_result(spec: CellSpec, run: CellRun, worker: WorkerKind, excerpt_chars: int = 6000) -> CellResult:
     """Turn what the parent observed into a CellResult (the classifier decides the outcome)."""
     report = ChildReport.parse(run.done)
@@ -226,11 +258,12 @@ def build_result(spec: CellSpec, run: CellRun, worker: WorkerKind, excerpt_chars
         frames = stacks.cell_stack(run.capture.text())
         if frames:
             details["stack_at_timeout"] = frames
-    if run.jit is not None:  # compile time, and "stopped while JIT-compiling ..." instead of a bare hang
+    if run.timed_out or run.budget_stopped:  # stopped by a limit: a compile or the budget says nothing
+        stop = _stopped(run, outcome)
+        if stop is not None:
+            outcome, root_cause, hint, phase = stop[0], stop[1], stop[2], stop[3] or phase
+    if run.jit is not None:  # after the stop's recount of the build's units
         details.update(run.jit.details())
-        jit_cause = run.jit.stopped_cause() if run.timed_out and outcome is Outcome.TIMEOUT else None
-        if jit_cause:
-            root_cause, hint, phase = jit_cause, _JIT_HINT, "jit"
     if verdict.line_number is not None:
         details["root_cause_line"] = verdict.line_number
     return CellResult(

@@ -10,7 +10,7 @@ fresh child; cells are grouped by ``env`` so a warm worker is reused for every c
 environment.
 
 The pieces: :mod:`probe.sandbox.worker_parent` (the parent's side of one worker process, the timeout
-decision :func:`~probe.sandbox.worker_parent.cell_timed_out`), :mod:`probe.sandbox.results` (observation
+decision :func:`~probe.sandbox.cellrun.cell_timed_out`), :mod:`probe.sandbox.results` (observation
 → ``CellResult``), :mod:`probe.sandbox.scheduler` (memory budget, slots). This module is the entry
 point: :func:`run_cells`.
 """
@@ -50,13 +50,17 @@ def run_cells(
     *,
     journal: Journal | None = None,
     on_result: Callable[[CellResult], None] | None = None,
+    stop: threading.Event | None = None,
+    annotate: Callable[[CellResult], None] | None = None,
 ) -> RunReport:
     """Run ``specs`` (skipping ids already in ``journal``) and return every result.
 
     ``journal`` is a :class:`probe.sandbox.journal.Journal` (or None); each result is appended and
     fsync'ed before the next cell is recorded. ``on_result`` is called after each cell (progress).
     Ctrl-C stops the run: running children are killed, their cells stay un-journaled (a resume re-runs
-    them) and ``report.interrupted`` is set (the KeyboardInterrupt is re-raised after cleanup).
+    them) and ``report.interrupted`` is set (the KeyboardInterrupt is re-raised after cleanup). Setting
+    ``stop`` (from another thread) does the same without the exception: the cells not run are in
+    ``report.not_run`` as "interrupted". ``annotate`` may add to each result before it is journaled.
     """
     cfg = config or RunnerConfig()
     if cfg.jobs < 1:
@@ -72,26 +76,37 @@ def run_cells(
             todo.append(s)
 
     def sink(result: CellResult) -> None:
+        sink_many([result])
+
+    def sink_many(results: list[CellResult]) -> None:
+        if annotate is not None:
+            for r in results:
+                annotate(r)
         if journal is not None:
-            journal.append(result)
+            journal.extend(results)
         if on_result is not None:
-            on_result(result)
+            for r in results:
+                on_result(r)
 
     lock_tmp: str | None = None
     if cfg.jobs > 1 and not cfg.gpu_lock_dir:
         lock_tmp = tempfile.mkdtemp(prefix=f"probe-gpulock-{cfg.run_id}-")
         cfg = dataclasses.replace(cfg, gpu_lock_dir=lock_tmp)
     try:
-        return _run_scheduled(todo, cfg, sink, report)
+        return _run_scheduled(todo, cfg, (sink, sink_many), report, stop)
     finally:
         if lock_tmp:
             shutil.rmtree(lock_tmp, ignore_errors=True)
 
 
 def _run_scheduled(
-    todo: list[CellSpec], cfg: RunnerConfig, sink: Callable[[CellResult], None], report: RunReport
+    todo: list[CellSpec],
+    cfg: RunnerConfig,
+    sinks: tuple[Callable[[CellResult], None], Callable[[list[CellResult]], None]],
+    report: RunReport,
+    stop: threading.Event | None,
 ) -> RunReport:
-    sched = Scheduler(todo, cfg, sink, report)
+    sched = Scheduler(todo, cfg, sinks[0], report, stop, sinks[1])
     threads = [
         threading.Thread(target=sched.slot, name=f"probe-slot-{i}", daemon=True)
         for i in range(min(cfg.jobs, max(1, len(todo))))
@@ -115,6 +130,10 @@ def _run_scheduled(
         for s in sched.pending:
             report.not_run.setdefault(s.id, f"runner failed: {sched.errors[0]}")
         raise sched.errors[0]
+    if sched.stop.is_set():
+        report.interrupted = True
+        for s in sched.pending:
+            report.not_run.setdefault(s.id, "interrupted")
     return report
 
 

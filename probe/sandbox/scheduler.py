@@ -3,8 +3,12 @@ or isolated worker (:mod:`probe.sandbox.worker_parent`) and record the result.
 
 A cell starts when the budget admits it (discrete GPU: running estimates + a per-worker overhead
 within ``MemoryPolicy.budget_gib``; unified memory: a share of MemAvailable), never beside an
-``exclusive`` cell, and preferring cells of the warm worker's environment. A warm worker that dies
-is replaced; after ``max_restarts`` crashes the remaining cells run isolated.
+``exclusive`` cell, once what it waits for is there (``RunnerConfig.prerequisites``: the JIT pre-pass's
+modules), in the order given, preferring cells of the warm worker's environment within a value tier
+(``RunnerConfig.tiers``). With a time budget (``RunnerConfig.budget``) a cell whose estimate exceeds
+what is left is not started, and nothing starts after the deadline: such cells get a ``not_run`` row
+with the reason. A warm worker that dies is replaced; after ``max_restarts`` crashes the remaining
+cells run isolated.
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from probe.cells import CellResult, CellSpec
+from probe.sandbox.cellrun import CellRun
 from probe.sandbox.config import RunnerConfig
 from probe.sandbox.grant import CellGrant
-from probe.sandbox.results import build_result
-from probe.sandbox.worker_parent import CellRun, WorkerKind, WorkerProc
+from probe.sandbox.results import build_result, not_run_result
+from probe.sandbox.worker_parent import WorkerKind, WorkerProc
 
 log = logging.getLogger(__name__)
 
@@ -56,18 +61,25 @@ def params_for_child(spec: CellSpec, grant: CellGrant) -> dict[str, Any]:
 
 class Scheduler:
     def __init__(
-        self, specs: list[CellSpec], cfg: RunnerConfig, sink: Callable[[CellResult], None], report: RunReport
+        self,
+        specs: list[CellSpec],
+        cfg: RunnerConfig,
+        sink: Callable[[CellResult], None],
+        report: RunReport,
+        stop: threading.Event | None = None,
+        sink_many: Callable[[list[CellResult]], None] | None = None,
     ) -> None:
         self.cfg = cfg
         self.pending = list(specs)
         self.sink = sink
+        self.sink_many = sink_many
         self.report = report
         self.cond = threading.Condition()
         self.running_mem = 0.0
         self.running = 0
         self.exclusive_running = False
         self.restarts = 0
-        self.stop = threading.Event()
+        self.stop = stop if stop is not None else threading.Event()
         self.sink_lock = threading.Lock()
         self.errors: list[BaseException] = []
         self.workers: set[WorkerProc] = set()
@@ -93,29 +105,73 @@ class Scheduler:
             reserved_gib=budget.mem_gib or 0.0, exclusive=budget.exclusive, share=share, rss_cap_bytes=cap
         )
 
+    def _waiting(self, spec: CellSpec) -> bool:
+        pre = self.cfg.prerequisites
+        return pre is not None and pre.state(spec.id)[0] == "wait"
+
     def _pick(self, prefer: EnvKey | None) -> tuple[CellSpec, CellGrant] | None:
         if self.exclusive_running:
             return None
         free_slots = max(1, self.cfg.jobs - self.running)
-        order = sorted(range(len(self.pending)), key=lambda i: (env_key(self.pending[i]) != prefer, i))
-        for i in order:
+        tiers = self.cfg.tiers or {}
+        ready = [i for i, s in enumerate(self.pending) if not self._waiting(s)]
+        if not ready:
+            return None
+        top = min(tiers.get(self.pending[i].id, 0) for i in ready)
+
+        def order(i: int) -> tuple[int, bool, int]:
+            tier = tiers.get(self.pending[i].id, 0)
+            return (tier, tier != top or env_key(self.pending[i]) != prefer, i)
+
+        for i in sorted(ready, key=order):
             grant = self._admit(self.pending[i], free_slots)
             if grant is not None:
                 return self.pending.pop(i), grant
         return None
 
+    def _unrunnable(self) -> list[tuple[CellSpec, str]]:
+        """Pending cells that will not start (called with the lock held; they leave ``pending``): what
+        they wait for was stopped unfinished, the run's time budget is spent, or their estimate exceeds
+        what is left of it."""
+        pre, budget = self.cfg.prerequisites, self.cfg.budget
+        if pre is None and budget is None:
+            return []
+        left = budget.left() if budget is not None else None
+        out: list[tuple[CellSpec, str]] = []
+        keep: list[CellSpec] = []
+        for s in self.pending:
+            state, what = pre.state(s.id) if pre is not None else ("ready", None)
+            why = what if state == "drop" else None
+            if why is None and left is not None and budget is not None:
+                est = budget.estimates.get(s.id)
+                waited = f" while it waited for {what}" if state == "wait" else ""
+                if left <= 0:
+                    why = f"run budget spent{waited}: not started"
+                elif est is not None and est > left:
+                    why = f"run budget: needs ~{est:.0f} s, {left:.0f} s left{waited}: not started"
+            if why:
+                out.append((s, why))
+            else:
+                keep.append(s)
+        self.pending = keep
+        return out
+
     def take(self, prefer: EnvKey | None) -> tuple[CellSpec, CellGrant] | None:
-        with self.cond:
-            while True:
+        while True:
+            with self.cond:
                 if self.stop.is_set() or not self.pending:
                     return None
-                got = self._pick(prefer)
-                if got is not None:
-                    self.running += 1
-                    self.running_mem += got[1].reserved_gib
-                    self.exclusive_running = got[1].exclusive
-                    return got
-                self.cond.wait(timeout=1.0)
+                dropped = self._unrunnable()
+                if not dropped:
+                    got = self._pick(prefer)
+                    if got is not None:
+                        self.running += 1
+                        self.running_mem += got[1].reserved_gib
+                        self.exclusive_running = got[1].exclusive
+                        return got
+                    self.cond.wait(timeout=0.5)
+                    continue
+            self.record_many([not_run_result(spec, why) for spec, why in dropped])  # outside the lock
 
     def release(self, grant: CellGrant) -> None:
         with self.cond:
@@ -130,6 +186,16 @@ class Scheduler:
         with self.sink_lock:
             self.sink(result)
             self.report.results.append(result)
+
+    def record_many(self, results: list[CellResult]) -> None:
+        """Rows recorded at once (cells the budget leaves out: one journal write, not one per cell)."""
+        with self.sink_lock:
+            if self.sink_many is not None:
+                self.sink_many(results)
+            else:
+                for r in results:
+                    self.sink(r)
+            self.report.results.extend(results)
 
     def not_run(self, cell_id: str, why: str) -> None:
         with self.sink_lock:
@@ -184,7 +250,7 @@ class Scheduler:
         if warm.dead:
             self.workers.discard(warm)
             warm = None
-            if not run.stopped:
+            if not (run.stopped or run.budget_stopped):
                 self._count_restart()
         return run, warm, warm_key
 
@@ -217,7 +283,8 @@ class Scheduler:
         if note:
             run.notes.setdefault("_memory_limits", note)
         result = build_result(spec, run, kind, cfg.excerpt_chars)
-        if kind == "warm" and run.done is None and cfg.confirm_crashes and not self.stop.is_set():
+        confirm = cfg.confirm_crashes and not (self.stop.is_set() or run.budget_stopped)
+        if kind == "warm" and run.done is None and confirm:
             result = self._confirm_crash(spec, grant, result)
         self.record(result)
         return warm, warm_key

@@ -3,7 +3,8 @@
 A *warm* worker runs many cells in sequence, an *isolated* one a single cell. The parent sends
 specs and receives events as JSON lines over private pipes, captures stdout+stderr (one stream, so
 the order of lines is kept) into bounded head+tail buffers, samples the child tree's RSS, enforces the
-cell's time limit (:func:`cell_timed_out`) and tears the whole tree down when the cell did not end
+cell's time limit (:func:`probe.sandbox.cellrun.cell_timed_out`) and the run's time budget, reports
+long cells (heartbeats), and tears the whole tree down when the cell did not end
 cleanly. Every child runs in its own session (``start_new_session=True``): a kill sends SIGTERM to the
 group, waits a grace period, then SIGKILL; descendants that left the group (``setsid``) are found by
 the ``PROBE_CELL_TOKEN`` in their environment and killed too.
@@ -21,19 +22,17 @@ import subprocess
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from probe.cell_params import CellBudget
 from probe.cells import CellSpec
 from probe.sandbox import gpu_procs, gpulock, procs, stacks
 from probe.sandbox.capture import HeadTail
+from probe.sandbox.cellrun import CellRun, cell_timed_out, heartbeat, mem_kill_reason
 from probe.sandbox.config import RunnerConfig
 from probe.sandbox.grant import CellGrant
 from probe.sandbox.jit import CompileWatch
-from probe.sandbox.memory import GIB, read_meminfo
 
 log = logging.getLogger(__name__)
 
@@ -42,49 +41,6 @@ _MAX_EVT_LINE = 64 << 20
 _PKG_ROOT = str(Path(__file__).resolve().parents[2])
 
 WorkerKind = Literal["warm", "isolated"]
-
-
-@dataclass
-class CellRun:
-    """What the parent observed while one cell ran."""
-
-    capture: HeadTail
-    phase: str | None = None
-    notes: dict[str, Any] = field(default_factory=dict)
-    done: dict[str, Any] | None = None
-    timed_out: bool = False
-    died: bool = False
-    exit_code: int | None = None
-    signal: str | None = None
-    peak_rss: int = 0
-    wall_s: float = 0.0
-    mem_kill: str | None = None
-    strays_killed: list[int] = field(default_factory=list)
-    started_at: str = ""
-    stopped: bool = False
-    #: the child tree's pids at the last sample (what a "still compiling?" check would look at)
-    tree_pids: list[int] = field(default_factory=list)
-    #: compile activity of the cell (``--jit-timeout`` > 0): stretches its deadline while it compiles
-    jit: CompileWatch | None = None
-    #: every pid seen in the tree while the cell ran, and the after-teardown GPU check (gpu_procs)
-    seen_pids: set[int] = field(default_factory=set)
-    gpu_check: gpu_procs.GpuCheck | None = None
-
-
-def cell_timed_out(run: CellRun, budget: CellBudget, now: float, deadline: float) -> bool:
-    """The single place the runner decides that a cell has hung: ``now`` (monotonic) is past its
-    ``deadline`` (start + the cell's or ``--timeout``'s limit). ``run`` carries the last phase, notes
-    and the child tree's pids, ``budget`` the cell's own limits: a check whether the child is still
-    compiling (a JIT budget) belongs here, and nowhere else: while the child compiles (compiler
-    processes in its tree, JIT lines in its output) its deadline moves by the compile time, up to
-    ``--jit-timeout``."""
-    if run.jit is None:
-        return now >= deadline
-    declared = None
-    if run.phase == "jit":  # the child compiles in-process (e.g. the driver's PTX JIT) and says what
-        declared = str(run.notes.get("jit") or "in-process JIT (declared by the probe)")
-    run.jit.update(run.tree_pids, run.capture, now, declared=declared)
-    return now >= run.jit.deadline(deadline)
 
 
 DRIVER_JIT_CACHE_BYTES = str(4 << 30)
@@ -107,25 +63,6 @@ def _child_env(cfg: RunnerConfig, env: dict[str, str], token: str) -> dict[str, 
     if _PKG_ROOT not in pp.split(os.pathsep):
         base["PYTHONPATH"] = _PKG_ROOT + (os.pathsep + pp if pp else "")
     return base
-
-
-def _mem_kill_reason(rss: int, grant: CellGrant) -> str | None:
-    """Why the cell must die now to protect the host (its RSS cap, host MemAvailable), or None."""
-    cap = grant.rss_cap_bytes
-    if cap and rss > cap:
-        return (
-            f"probe: child tree RSS {rss / GIB:.1f} GiB exceeded its unified-memory "
-            f"share of {cap / GIB:.1f} GiB; killed"
-        )
-    critical = grant.host_critical_bytes
-    if critical:
-        avail = read_meminfo().get("MemAvailable")
-        if avail is not None and avail < critical:
-            return (
-                f"probe: host MemAvailable fell to {avail / GIB:.1f} GiB "
-                f"(< {critical / GIB:.1f} GiB); killed to protect the host"
-            )
-    return None
 
 
 class WorkerProc:
@@ -272,13 +209,13 @@ class WorkerProc:
             phase=None if self.ready else "startup",
             started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         )
-        if self.cfg.jit_timeout_s > 0:
-            run.jit = CompileWatch(jit_timeout_s=self.cfg.jit_timeout_s)
+        # always watched (progress lines, a stop while compiling); the deadline moves only with a JIT budget
+        run.jit = CompileWatch(jit_timeout_s=self.cfg.jit_timeout_s)
         t0 = time.monotonic()
         sent = self._send(self._run_message(spec, params, grant, cell_token))
         if sent and self.kind == "isolated":
             self._send({"op": "exit"})
-        self._watch(run, spec, grant, t0 + timeout_s, sent, stop)
+        self._watch(run, spec, grant, (t0, timeout_s), sent, stop)
         run.wall_s = time.monotonic() - t0
         if run.done is not None:
             self._read_out(run.capture)  # whatever the child wrote before "done" is in the pipe now
@@ -314,12 +251,17 @@ class WorkerProc:
         run: CellRun,
         spec: CellSpec,
         grant: CellGrant,
-        deadline: float,
+        start_limit: tuple[float, float],
         sent: bool,
         stop: threading.Event | None,
     ) -> None:
         next_sample = 0.0
         budget = spec.budget
+        t0, limit_s = start_limit
+        deadline = t0 + limit_s
+        run_budget = self.cfg.budget
+        every = self.cfg.heartbeat_s
+        next_beat = t0 + every
         while True:
             now = time.monotonic()
             if now >= next_sample:
@@ -328,9 +270,12 @@ class WorkerProc:
                 run.seen_pids.update(run.tree_pids)
                 rss = procs.rss_bytes(run.tree_pids)
                 run.peak_rss = max(run.peak_rss, rss)
-                run.mem_kill = _mem_kill_reason(rss, grant)
+                run.mem_kill = mem_kill_reason(rss, grant)
                 if run.mem_kill:
                     return
+            if every > 0 and now >= next_beat and self.cfg.on_heartbeat is not None:
+                next_beat = now + every
+                self.cfg.on_heartbeat(heartbeat(run, spec.id, now - t0, limit_s))
             # not capped by the deadline: a compiling cell's deadline moves (cell_timed_out decides)
             wait = max(0.0, min(next_sample - now, self.cfg.sample_interval_s))
             for key, _ in self.sel.select(timeout=wait):
@@ -351,6 +296,9 @@ class WorkerProc:
                 return
             if cell_timed_out(run, budget, time.monotonic(), deadline):
                 run.timed_out = True
+                return
+            if run_budget is not None and time.monotonic() >= run_budget.deadline:
+                run.budget_stopped = True
                 return
 
     def _dump_stacks(self, run: CellRun, wait_s: float = 2.0) -> None:

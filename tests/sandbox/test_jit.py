@@ -47,7 +47,8 @@ def test_compiler_processes_count_as_compile_time_and_stretch_the_deadline():
     assert "fused_moe_90" in w.what and "cutlass_fused_moe_kernels.cu" in w.what
     assert w.last_activity().startswith("ninja, nvcc building")
     cause = w.stopped_cause()
-    assert cause is not None and "stopped while JIT-compiling fused_moe_90" in cause and "after 31 s" in cause
+    assert cause is not None and cause.startswith("compile budget exceeded after 31 s, units built unknown")
+    assert "JIT-compiling fused_moe_90" in cause
     assert w.details() == {
         "compile_s": 31.0,
         "jit_tools": ["cicc", "ninja", "nvcc"],
@@ -88,7 +89,7 @@ def test_jit_log_lines_count_while_they_are_recent():
     assert w.last_line == "flashinfer.jit: Loading JIT ops: batch_prefill_with_kv_cache_dtype_q_bf16"
     assert w.sample([], now=5.0) is True
     cause = w.stopped_cause() or ""
-    assert "stopped while JIT-compiling flashinfer.jit: Loading JIT ops: batch_prefill" in cause
+    assert "(JIT-compiling flashinfer.jit: Loading JIT ops: batch_prefill" in cause
     assert w.sample([], now=30.0) is False  # the line is 29 s old: no longer compiling
     assert w.compile_seconds() == pytest.approx(30.0)  # 0->5 s (line seen at 1 s) and 5->30 s (was compiling)
     assert w.stopped_cause() is None

@@ -41,6 +41,23 @@ def test_new_journal_has_header_and_rows(tmp_path):
     assert [json.loads(x)["id"] for x in lines[1:]] == ["a", "b"]
 
 
+def test_a_not_run_row_is_superseded_when_the_cell_runs_later(tmp_path):
+    """A cell the budget left ``not_run`` is not done: a resumed run runs it and the new row wins; rows
+    copied from an earlier run go in with one write."""
+    p = tmp_path / "j.jsonl"
+    skipped = CellResult(id="b", kind="fixture", outcome=Outcome.NOT_RUN, root_cause="run budget spent")
+    with Journal.open(p, resume=False, run_meta={"run_id": "r1"}) as j:
+        j.extend([result("a"), skipped, result("c")])
+        assert j.done_ids == {"a", "c"}
+    with Journal.open(p, resume=True) as j:
+        assert j.done_ids == {"a", "c"} and [r.id for r in j.results] == ["a", "b", "c"]
+        j.append(result("b"))
+        assert j.done_ids == {"a", "b", "c"}
+        assert [(r.id, r.outcome.value) for r in j.results] == [("a", "ok"), ("c", "ok"), ("b", "ok")]
+    with Journal.open(p, resume=True) as j:
+        assert [(r.id, r.outcome.value) for r in j.results] == [("a", "ok"), ("c", "ok"), ("b", "ok")]
+
+
 def test_existing_journal_needs_resume(tmp_path):
     p = tmp_path / "j.jsonl"
     Journal.open(p, resume=False).close()

@@ -4,28 +4,33 @@
     from probe.run import RunOptions, run_plan
 
     report = run_plan(RunOptions(cells=tuple(build_plan(PlanOptions(models=("122b",)))),
-                                 journal="run.jsonl", output="matrix.json", jobs=2))
+                                 journal="run.jsonl", output="matrix.json", jobs=2, budget_s=600))
     report.results      # every plan cell the journal holds (this call's and, with resume, earlier ones)
-    report.not_run      # cell id -> why it was not run (empty when every cell ran)
+    report.not_run      # cell id -> why it has no row at all (interrupted, could not start a child)
 
 Each cell runs sandboxed (:mod:`probe.sandbox.runner`: warm workers, per-cell limits, crashes contained);
 every result is appended to the journal and fsync'ed, so ``resume=True`` after a crash or a kill re-runs
-only cells without a row. The GPU-memory budget comes from ``gpu_mem_budget_gib`` or the free memory
-``nvidia-smi`` reports (unified-memory devices: the host-memory policy). ``warm_jit`` first compiles the
-plan's JIT modules (:mod:`probe.probes.jit_warm`), all at once, into ``JOURNAL.warm.jsonl``. An interrupt
-(Ctrl-C, or SIGTERM with ``stop_on_sigterm``) stops the run without recording the cells in flight,
-writes the matrix of what was measured (``partial``) and raises :class:`probe.errors.RunInterrupted`,
-which carries the report. Errors are typed (:mod:`probe.errors`): an empty plan or a journal that exists
-without ``resume`` is a ``UsageError``, an unwritable journal or a failed runner an ``InfraError``.
+only cells without a row (or with a ``not_run`` row). The GPU-memory budget comes from
+``gpu_mem_budget_gib`` or the free memory ``nvidia-smi`` reports (unified-memory devices: the host-memory
+policy). With ``priorities`` the cells run in order of value (:mod:`probe.run.order`); with ``budget_s``
+the run ends in time: what does not fit is recorded ``not_run`` with the reason (:mod:`probe.run.planning`
+says beforehand what will fit, from :mod:`probe.run.estimates`). ``reuse`` copies cells whose inputs did not
+change from an earlier journal or matrix (:mod:`probe.run.reuse`); every result records its inputs
+(``details.reuse``) for the next run. ``warm_jit`` compiles the plan's JIT modules in a pre-pass beside the
+cells (:mod:`probe.run.prepass`), into ``JOURNAL.warm.jsonl``. An interrupt (Ctrl-C, or SIGTERM with
+``stop_on_sigterm``) stops the run without recording the cells in flight, writes the matrix of what was
+measured (``partial``) and raises :class:`probe.errors.RunInterrupted`, which carries the report. Errors are
+typed (:mod:`probe.errors`): an empty plan or a journal that exists without ``resume`` is a ``UsageError``,
+an unwritable journal or a failed runner an ``InfraError``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import signal
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
@@ -38,7 +43,11 @@ from probe.errors import InfraError, RunInterrupted, UsageError
 
 if TYPE_CHECKING:
     from probe.cells import CellResult, CellSpec
-    from probe.sandbox.config import RunnerConfig
+    from probe.run.order import Priorities
+    from probe.run.planning import RunPlan
+    from probe.run.prepass import PrePass
+    from probe.run.reuse import Environment
+    from probe.sandbox.config import Heartbeat, RunnerConfig
     from probe.sandbox.journal import Journal
     from probe.sandbox.memory import MemoryPolicy
 
@@ -68,6 +77,16 @@ class RunOptions:
     image: str | None = None  # name of the image under test (provenance)
     stop_on_sigterm: bool = True  # SIGTERM stops the run as Ctrl-C does (main thread only)
     progress: Progress | None = field(default=None, compare=False)
+    budget_s: float | None = None  # the whole run ends within this (None: no budget)
+    budget_from: float | None = None  # time.monotonic() the budget counts from (None: this call)
+    priorities: Priorities | None = None  # order the cells by value (None: the plan's order)
+    estimates: tuple[str, ...] = ()  # journals / matrices of earlier runs: per-cell estimates
+    reuse: str | None = None  # a journal or matrix: copy the cells whose inputs did not change
+    python: str | None = None  # the interpreter the cells run in (and whose packages are digested)
+    site_dirs: tuple[str, ...] | None = None  # its site-packages (None: asked from ``python``)
+    heartbeat_s: float = 30.0  # a progress line for a cell running this long, and every as long again
+    heartbeat: Callable[[Heartbeat], None] | None = field(default=None, compare=False)
+    on_plan: Callable[[RunPlan], None] | None = field(default=None, compare=False)  # before any cell
 
 
 @dataclass(frozen=True)
@@ -84,6 +103,8 @@ class RunReport:
     note: str = ""  # the matrix's provenance note
     interrupted: bool = False
     warm: tuple[CellResult, ...] = ()  # the JIT pre-pass (not matrix cells)
+    reused: tuple[CellResult, ...] = ()  # copied from the baseline (``reuse``)
+    plan: RunPlan | None = None
 
     @property
     def tally(self) -> dict[str, int]:
@@ -105,8 +126,10 @@ class _Run:
     journal: Journal
     run_id: str
     note: str
+    plan: RunPlan
     ran: list[CellResult] = field(default_factory=list)
     warm: list[CellResult] = field(default_factory=list)
+    reused: tuple[CellResult, ...] = ()
 
 
 def load_plan_file(path: str | Path) -> list[CellSpec]:
@@ -147,9 +170,15 @@ def memory_policy(opts: RunOptions) -> tuple[MemoryPolicy, dict[str, Any]]:
     return policy, {k: v for k, v in asdict(dev).items() if v is not None}
 
 
-def open_journal(opts: RunOptions, specs: list[CellSpec], device: dict[str, Any]) -> tuple[Journal, str]:
+def open_journal(
+    opts: RunOptions,
+    specs: list[CellSpec],
+    device: dict[str, Any],
+    env: Environment | None = None,
+    phash: str | None = None,
+) -> tuple[Journal, str]:
     """The journal (new, or resumed) and the run id its cells' processes carry; on resume, processes
-    left over from the interrupted run are killed."""
+    left over from the interrupted run are killed. The header records the environment (reuse key)."""
     import platform
 
     from probe.sandbox import procs
@@ -157,12 +186,14 @@ def open_journal(opts: RunOptions, specs: list[CellSpec], device: dict[str, Any]
 
     run_meta = {
         "run_id": uuid.uuid4().hex[:12],
-        "plan_hash": plan_hash(specs),
+        "plan_hash": phash or plan_hash(specs),
         "image": opts.image,
         "host": platform.node(),
         "device": device,
         "cells": len(specs),
     }
+    if env is not None:
+        run_meta["environment"] = asdict(env)
     try:
         journal = Journal.open(opts.journal, resume=opts.resume, run_meta=run_meta)
     except OSError as exc:
@@ -202,32 +233,20 @@ def sigterm_as_interrupt(enabled: bool = True) -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def warm_jit(run: _Run, cfg: RunnerConfig) -> None:
-    """The JIT pre-pass (:mod:`probe.probes.jit_warm`): its cells run isolated, all at once, in a journal
-    of their own (they are not matrix cells); a failed build is recorded there and the run goes on."""
-    from probe.probes.jit_warm import warm_specs
-    from probe.sandbox.journal import Journal
-    from probe.sandbox.runner import run_cells
-
-    warm = warm_specs(run.specs)
-    if not warm:
-        return
-    journal = Journal.open(
-        f"{run.opts.journal}.warm.jsonl", resume=True, run_meta={"run_id": f"{cfg.run_id}w"}
-    )
-    try:
-        jobs = min(len(warm), os.cpu_count() or 1)  # each compiles on its own core(s)
-        on_result = _counting(run.opts.progress, len(warm), run.warm)
-        run_cells(
-            warm, replace(cfg, jobs=jobs, run_id=f"{cfg.run_id}w"), journal=journal, on_result=on_result
-        )
-    finally:
-        journal.close()
+def budget_reserve_s(budget_s: float, grace_s: float) -> float:
+    """Seconds kept from the budget for stopping the cells in flight and writing the matrix."""
+    return min(30.0, max(5.0, 0.05 * budget_s)) + grace_s
 
 
-def _runner_config(opts: RunOptions, policy: MemoryPolicy, run_id: str) -> RunnerConfig:
+def _runner_config(opts: RunOptions, policy: MemoryPolicy, run_id: str, plan: RunPlan) -> RunnerConfig:
+    from probe.sandbox.config import Budget
     from probe.sandbox.runner import RunnerConfig
 
+    budget = None
+    if opts.budget_s is not None:
+        start = opts.budget_from if opts.budget_from is not None else time.monotonic()
+        deadline = start + opts.budget_s - budget_reserve_s(opts.budget_s, opts.grace_s)
+        budget = Budget(deadline, {c.spec.id: c.estimate_s for c in plan.cells})
     return RunnerConfig(
         jobs=opts.jobs,
         grace_s=opts.grace_s,
@@ -237,6 +256,11 @@ def _runner_config(opts: RunOptions, policy: MemoryPolicy, run_id: str) -> Runne
         memory=policy,
         run_id=run_id,
         jit_timeout_s=opts.jit_timeout_s,
+        python=opts.python or RunnerConfig.python,
+        budget=budget,
+        tiers=plan.tiers if opts.priorities is not None else None,
+        heartbeat_s=opts.heartbeat_s,
+        on_heartbeat=opts.heartbeat,
     )
 
 
@@ -251,7 +275,10 @@ def _finish(run: _Run, not_run: Mapping[str, str], *, interrupted: bool = False)
     note = run.note + ("; interrupted" if interrupted else "")
     matrix: Path | None = None
     if run.opts.output:
-        provenance = collect_provenance(run.opts.image)
+        env = run.plan.environment
+        dists = dict(env.versions) if env is not None else None
+        cuda = env.cuda if env else None
+        provenance = collect_provenance(run.opts.image, dists=dists, torch_cuda=cuda, smi=run.plan.gpu)
         provenance["note"] = note
         built = build_matrix(list(results), provenance=provenance, static=None, cells_planned=len(run.specs))
         matrix = write_matrix(built, run.opts.output)
@@ -266,36 +293,111 @@ def _finish(run: _Run, not_run: Mapping[str, str], *, interrupted: bool = False)
         note=note,
         interrupted=interrupted,
         warm=tuple(run.warm),
+        reused=run.reused,
+        plan=run.plan,
     )
+
+
+def environment_of(opts: RunOptions) -> tuple[Environment, dict[str, Any], list[str]]:
+    """This host's environment (reuse key), the GPU facts it came from, and the site-packages of the
+    interpreter the cells run in."""
+    from probe.matrix.build import nvidia_smi
+    from probe.run.digests import default_cache, import_path
+    from probe.run.reuse import environment
+
+    site = list(opts.site_dirs) if opts.site_dirs is not None else import_path(opts.python)
+    smi = nvidia_smi()
+    return environment(site, smi, default_cache()), smi, site
+
+
+def prepare(opts: RunOptions) -> RunPlan:
+    """The plan of ``opts`` without running it (``probe run --dry-run``)."""
+    from probe.run.planning import make_plan
+
+    env, smi, site = environment_of(opts)
+    return make_plan(opts, env, smi, site)
+
+
+def _start_prepass(run: _Run, cfg: RunnerConfig, stop: threading.Event) -> PrePass | None:
+    from probe.run.prepass import plan_prepass, prepass_config, warm_journal_path
+
+    if not run.opts.warm_jit:
+        return None
+    from probe.matrix.schema import cc_to_sm
+
+    pre = plan_prepass([c.spec for c in run.plan.cells], cc_to_sm(run.plan.gpu.get("cc")))
+    if pre is None:
+        return None
+    on_result = _counting(run.opts.progress, len(pre.specs), run.warm)
+    pre.start(prepass_config(cfg, len(pre.specs)), warm_journal_path(run.opts.journal), stop, on_result)
+    return pre
 
 
 def run_plan(opts: RunOptions) -> RunReport:
     """Run ``opts.cells`` (see the module docstring); raises ``RunInterrupted`` after writing what was
     measured when stopped, ``UsageError`` / ``BadInputError`` / ``InfraError`` before or instead of it."""
+    from probe.run.reuse import stamp
     from probe.sandbox.journal import plan_hash
     from probe.sandbox.runner import raise_nofile_limit, run_cells
 
     specs = list(opts.cells)
     if not specs:
         raise UsageError("the plan is empty: nothing to run")
+    plan = prepare(opts)
     policy, device = memory_policy(opts)
-    journal, run_id = open_journal(opts, specs, device)
+    phash = plan_hash(specs)
+    journal, run_id = open_journal(opts, specs, device, plan.environment, phash)
+    journal.extend(r for r in plan.reused if r.id not in journal.done_ids)
+    if opts.on_plan is not None:
+        opts.on_plan(plan)
     raise_nofile_limit()
-    cfg = _runner_config(opts, policy, run_id)
+    cfg = _runner_config(opts, policy, run_id, plan)
     started = journal.header.get("started_at") or datetime.now(timezone.utc).isoformat(timespec="seconds")
-    note = f"probe run {run_id}; plan {plan_hash(specs)}; journal {opts.journal}; started {started}"
-    run = _Run(opts, specs, journal, run_id, note)
-    todo = sum(1 for s in specs if s.id not in journal.done_ids)
-    try:
-        with sigterm_as_interrupt(opts.stop_on_sigterm):
-            if opts.warm_jit:
-                warm_jit(run, cfg)
-            report = run_cells(specs, cfg, journal=journal, on_result=_counting(opts.progress, todo, run.ran))
-    except OSError as exc:
-        journal.close()
-        raise InfraError(f"the runner failed: {exc}") from exc
-    except KeyboardInterrupt:
-        done = journal.done_ids
-        left = {s.id: "interrupted" for s in specs if s.id not in done}
-        raise RunInterrupted(_finish(run, left, interrupted=True)) from None
+    note = f"probe run {run_id}; plan {phash}; journal {opts.journal}; started {started}"
+    run = _Run(opts, specs, journal, run_id, note, plan, reused=plan.reused)
+    todo = [c.spec for c in plan.cells]
+    left = sum(1 for s in todo if s.id not in journal.done_ids)
+    env = plan.environment
+    annotate = (lambda r: stamp(r, env, run_id)) if env is not None else None
+    stop = threading.Event()
+    pre: PrePass | None = None
+    with shared_gpu_lock(cfg, opts.warm_jit) as cfg:
+        try:
+            with sigterm_as_interrupt(opts.stop_on_sigterm):
+                pre = _start_prepass(run, cfg, stop)
+                if pre is not None:
+                    cfg = replace(cfg, prerequisites=pre.prerequisites)
+                on_result = _counting(opts.progress, left, run.ran)
+                report = run_cells(todo, cfg, journal=journal, on_result=on_result, annotate=annotate)
+                stop.set()  # the pre-pass has nobody left to build for
+                if pre is not None:
+                    pre.join()
+        except OSError as exc:
+            stop.set()
+            journal.close()
+            raise InfraError(f"the runner failed: {exc}") from exc
+        except KeyboardInterrupt:
+            stop.set()
+            if pre is not None:
+                pre.join(30)
+            done = journal.done_ids
+            left_ids = {s.id: "interrupted" for s in specs if s.id not in done}
+            raise RunInterrupted(_finish(run, left_ids, interrupted=True)) from None
     return _finish(run, report.not_run)
+
+
+@contextlib.contextmanager
+def shared_gpu_lock(cfg: RunnerConfig, beside: bool) -> Iterator[RunnerConfig]:
+    """With a pre-pass beside the cells, one GPU timing lock for both (``probe.sandbox.gpulock``): a
+    warm-up forward never overlaps a timed loop."""
+    if not beside or cfg.gpu_lock_dir:
+        yield cfg
+        return
+    import shutil
+    import tempfile
+
+    lock_dir = tempfile.mkdtemp(prefix=f"probe-gpulock-{cfg.run_id}-")
+    try:
+        yield replace(cfg, gpu_lock_dir=lock_dir)
+    finally:
+        shutil.rmtree(lock_dir, ignore_errors=True)

@@ -1,0 +1,211 @@
+"""What a run will do before it does it: the cells in order of value with their estimates, which ones are
+copied from a baseline, which ones wait for (or are) a JIT compile, and what the budget leaves out.
+``probe run --dry-run`` prints it (:func:`render`); :func:`probe.run.run_plan` runs it."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from probe.cells import CellResult, CellSpec
+from probe.run.estimates import PREPASS_DEFAULT_S, WORKER_START_S, Estimates, load_estimates
+from probe.run.order import Priorities, by_value, tier_label
+
+if TYPE_CHECKING:
+    from probe.run import RunOptions
+    from probe.run.reuse import Environment
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PlannedCell:
+    spec: CellSpec
+    tier: int
+    estimate_s: float
+    basis: str  # journal / journal group / default
+    jit: str | None  # the pre-pass cell it waits for, or what it compiles itself
+    why: str | None = None  # why it runs although a baseline was given
+
+
+@dataclass(frozen=True)
+class PlannedWarm:
+    spec: CellSpec
+    estimate_s: float
+    note: str
+    waiting: int  # cells that wait for it
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    cells: tuple[PlannedCell, ...]  # to run, in order
+    reused: tuple[CellResult, ...] = ()
+    warm: tuple[PlannedWarm, ...] = ()
+    environment: Environment | None = None
+    estimates: Estimates = field(default_factory=Estimates)
+    notes: tuple[str, ...] = ()
+    gpu: Mapping[str, Any] = field(default_factory=dict)  # nvidia-smi's answer (``matrix.build.nvidia_smi``)
+
+    @property
+    def tiers(self) -> dict[str, int]:
+        return {c.spec.id: c.tier for c in self.cells}
+
+    @property
+    def cell_s(self) -> float:
+        return sum(c.estimate_s for c in self.cells)
+
+    def worker_starts(self) -> int:
+        """Warm workers the cells will start (one per environment of non-isolated cells)."""
+        return len({tuple(sorted(c.spec.env.items())) for c in self.cells if not c.spec.isolate})
+
+
+def compiles_itself(spec: CellSpec) -> str | None:
+    """What a cell compiles at first use by its backend's nature (the backend catalog's ``mode``)."""
+    from probe.catalog.backends import backend_catalog
+
+    kind = spec.kind.value
+    if kind not in ("moe", "attention"):
+        return None
+    name = spec.params.get("backend")
+    found = [b for b in backend_catalog().backends if b.kind == kind and b.name == name]
+    fa = spec.params.get("fa_version")
+    if fa and any(b.id.endswith(f".fa{fa}") for b in found):  # FLASH_ATTN: FA2 / FA3 ship compiled, FA4 not
+        found = [b for b in found if b.id.endswith(f".fa{fa}")]
+    modes = {b.mode for b in found}
+    if "jit" in modes:
+        return "JIT module"
+    if "pure-triton" in modes:
+        return "Triton kernels"
+    if "python" in modes:
+        return "CuTe DSL kernels"
+    return None
+
+
+def _warm_estimate(w: CellSpec, est: Estimates, cached: str | None) -> tuple[float, str]:
+    if w.id in est.by_id:
+        return est.by_id[w.id], "from the journals given"
+    if "flashinfer_moe" in w.params:
+        if cached:
+            return PREPASS_DEFAULT_S["warm/flashinfer-moe (cached)"], f"built already: {cached}"
+        return PREPASS_DEFAULT_S["warm/flashinfer-moe"], "FlashInfer's CUTLASS MoE module, not built yet"
+    return PREPASS_DEFAULT_S["attention"], "an attention layout's first forward"
+
+
+def flashinfer_moe_built(site_dirs: Sequence[str], sm: int | None) -> str | None:
+    """Where FlashInfer's CUTLASS MoE module for ``sm`` is already built (AOT in the package, the
+    flashinfer-jit-cache package, or the JIT cache), else None."""
+    from probe.probes.jit_warm import moe_spec_name
+    from probe.sandbox.jit import cache_dirs
+
+    name = moe_spec_name(sm) if sm else None
+    if name is None:
+        return None
+    module = name.replace("gen_cutlass_", "").replace("_module", "")  # fused_moe_sm90 -> fused_moe_90
+    module = module.replace("_sm", "_")
+    roots = [Path(s) / "flashinfer" / "data" / "aot" for s in site_dirs]
+    roots += [Path(s) / "flashinfer_jit_cache" / "jit_cache" for s in site_dirs]
+    for root in roots:
+        if (root / module / f"{module}.so").is_file():
+            return str(root / module)
+    jit_root = cache_dirs()["flashinfer"]
+    for hit in jit_root.glob(f"*/*/cached_ops/{module}/{module}.so") if jit_root.is_dir() else []:
+        return str(hit.parent)
+    return None
+
+
+def plan_cells(
+    specs: Sequence[CellSpec],
+    prio: Priorities | None,
+    est: Estimates,
+    needs: dict[str, str],
+    reasons: dict[str, str],
+) -> tuple[PlannedCell, ...]:
+    ordered, tiers = by_value(specs, prio) if prio is not None else (list(specs), {s.id: 0 for s in specs})
+    out = []
+    for s in ordered:
+        seconds, basis = est.of(s)
+        jit = f"waits for {needs[s.id]}" if s.id in needs else compiles_itself(s)
+        out.append(PlannedCell(s, tiers[s.id], seconds, basis, jit, reasons.get(s.id)))
+    return tuple(out)
+
+
+def make_plan(
+    opts: RunOptions, env: Environment | None, gpu: Mapping[str, Any], site_dirs: Sequence[str]
+) -> RunPlan:
+    """The plan of ``opts`` (reuse decided against ``env``; the pre-pass when ``opts.warm_jit``)."""
+    from probe.matrix.schema import cc_to_sm
+    from probe.probes.jit_warm import warm_needs, warm_specs
+    from probe.run.prepass import START_S
+
+    sm = cc_to_sm(gpu.get("cc"))
+    est = load_estimates(opts.estimates) if opts.estimates else Estimates()
+    specs = list(opts.cells)
+    notes = list(opts.priorities.notes if opts.priorities else ())
+    reused: tuple[CellResult, ...] = ()
+    reasons: dict[str, str] = {}
+    if opts.reuse:
+        from probe.run.reuse import load_baseline, plan_reuse
+
+        assert env is not None
+        decided = plan_reuse(specs, load_baseline(opts.reuse), env)
+        reused, reasons = decided.reused, dict(decided.reasons)
+        copied = {r.id for r in reused}
+        specs = [s for s in specs if s.id not in copied]
+    needs = warm_needs(specs, sm) if opts.warm_jit else {}
+    warm = []
+    if opts.warm_jit:
+        built = flashinfer_moe_built(site_dirs, sm)
+        for w in warm_specs(specs, limit_s=START_S, sm=sm):
+            seconds, note = _warm_estimate(w, est, built)
+            warm.append(PlannedWarm(w, seconds, note, sum(1 for v in needs.values() if v == w.id)))
+    cells = plan_cells(specs, opts.priorities, est, needs, reasons)
+    return RunPlan(cells, reused, tuple(warm), env, est, tuple(notes), dict(gpu))
+
+
+def _fmt_s(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds >= 120 else f"{seconds:.0f} s"
+
+
+def budget_line(plan: RunPlan, budget_s: float | None, jobs: int) -> tuple[int | None, str]:
+    """(index of the first cell the budget does not reach, the summary line)."""
+    starts = plan.worker_starts() * WORKER_START_S
+    total = (plan.cell_s + starts) / max(1, jobs)
+    line = (
+        f"{len(plan.cells)} cells to run: ~{_fmt_s(plan.cell_s)} of cells + {plan.worker_starts()} worker "
+        f"start(s) ~{_fmt_s(starts)}" + (f", ~{_fmt_s(total)} at -j {jobs}" if jobs > 1 else "")
+    )
+    if budget_s is None:
+        return None, line
+    spent = starts / max(1, jobs)
+    for i, c in enumerate(plan.cells):
+        spent += c.estimate_s / max(1, jobs)
+        if spent > budget_s:
+            rest = len(plan.cells) - i
+            return i, line + f"; budget {_fmt_s(budget_s)}: ~{i} cells fit, {rest} would be not_run"
+    return None, line + f"; budget {_fmt_s(budget_s)}: all fit"
+
+
+def render(plan: RunPlan, budget_s: float | None, jobs: int, out: Any = sys.stdout) -> None:
+    """The plan as ``probe run --dry-run`` prints it."""
+    for note in plan.notes:
+        print(f"note: {note}", file=out)
+    if plan.reused:
+        runs = sorted({str(r.details.get("reused_from")) for r in plan.reused})
+        print(f"reused: {len(plan.reused)} cells copied from run(s) {', '.join(runs)}", file=out)
+    for w in plan.warm:
+        print(f"JIT pre-pass (beside the cells): {w.spec.id} ~{_fmt_s(w.estimate_s)} ({w.note}); "
+              f"{w.waiting} cell(s) wait for it", file=out)  # fmt: skip
+    cut, summary = budget_line(plan, budget_s, jobs)
+    print(f"{'#':>5} {'est':>7}  {'basis':<13} {'JIT':<34} {'value tier':<42} cell", file=out)
+    for i, c in enumerate(plan.cells):
+        if i == cut:
+            print(f"{'':>5} --- the budget ends about here: the cells below would be not_run ---", file=out)
+        jit = (c.jit or "-").replace("waits for warm/", "waits: ")
+        why = f"  [runs: {c.why}]" if c.why else ""
+        print(f"{i + 1:>5} {c.estimate_s:>6.1f}s  {c.basis:<13} {jit:<34} {tier_label(c.tier):<42} "
+              f"{c.spec.id}{why}", file=out)  # fmt: skip
+    print(summary, file=out)
