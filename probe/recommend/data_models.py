@@ -65,19 +65,6 @@ class SinceSpec(BaseModel):
     _v = field_validator("since")(_version)
 
 
-class RuntimePackage(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    dist: str = Field(min_length=1)
-    module: str = Field(min_length=1)
-    provenance: str = Field(min_length=1, description="the provenance.versions field that records it")
-
-
-class RuntimePackages(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    about: str
-    backends: dict[str, list[RuntimePackage]]
-
-
 class FlagsData(BaseModel):
     model_config = ConfigDict(extra="forbid")
     schema_version: Literal[1]
@@ -91,7 +78,6 @@ class FlagsData(BaseModel):
     attention_backends: dict[str, SinceSpec]
     auto_priority: dict[str, Any]
     latest_known: str
-    runtime_packages: RuntimePackages
 
     @field_validator("env_era_moe")
     @classmethod

@@ -1,10 +1,10 @@
 """What the answer needs to work beyond its flags: Python packages its backends import, and engine
 arguments that measured engine runs showed a model family needs.
 
-* Packages: ``vllm_flags.json`` ``runtime_packages`` names, per backend, the distribution it imports
-  (FlashInfer for ``flashinfer_*`` / FLASHINFER, CuTe-DSL for FA4). When the image is known to lack
-  one — a ``--scan`` report without it, or measured cells of this GPU that died importing it — the
-  answer says so plainly; otherwise it names the package as a requirement.
+* Packages: ``runtime_deps.json`` (``imports``) names, per backend, the distribution it imports
+  (FlashInfer for ``flashinfer_*`` / FLASHINFER, CuTe-DSL for FA4, humming-kernels for humming).
+  When the image is known to lack one — a ``--scan`` report without it, or measured cells of this
+  GPU that died importing it — the answer says so plainly; otherwise it names it as a requirement.
 * Engine arguments: engine runs of a model of the same family (model type) that died importing a
   module without an engine argument and ran with it (vLLM 0.26's GDN prefill imports FlashInfer
   unless ``--gdn-prefill-backend triton``). When the image lacks that module the argument joins the
@@ -18,6 +18,7 @@ from collections.abc import Set
 from dataclasses import dataclass, field
 from typing import Any
 
+from probe.catalog import runtime_deps
 from probe.recommend.types import EvidenceCell, Pair, Request
 
 _MISSING = re.compile(r"No module named '([\w.]+)'")
@@ -44,20 +45,17 @@ def image_lacks(mine: list[EvidenceCell], scanned: Set[str] | None) -> set[str]:
     return {m for c in mine if c.evidence == "measured" for m in [missing_module(c)] if m}
 
 
-def _packages(best: Pair, flags: dict[str, Any]) -> list[dict[str, str]]:
-    table = (flags.get("runtime_packages") or {}).get("backends") or {}
-    keys = [best.moe, best.attn, f"{best.attn}@{best.fa}" if best.fa else None]
-    seen: dict[str, dict[str, str]] = {}
-    for k in keys:
-        for pkg in table.get(k or "", []):
-            seen.setdefault(pkg["dist"], pkg)
-    return list(seen.values())
+def _packages(best: Pair) -> list[dict[str, str]]:
+    """What the chosen backends import that an image may lack (``runtime_deps.json`` ``imports``)."""
+    found = runtime_deps.imports("moe", best.moe) if best.moe else []
+    found += runtime_deps.imports("attention", best.attn, best.fa)
+    return list({p["install"]: p for p in found}.values())
 
 
-def _package_lines(best: Pair, flags: dict[str, Any], lacks: set[str], scanned: Set[str] | None) -> list[str]:
+def _package_lines(best: Pair, lacks: set[str], scanned: Set[str] | None) -> list[str]:
     out = []
-    for pkg in _packages(best, flags):
-        if scanned is not None and pkg["dist"] in scanned:
+    for pkg in _packages(best):
+        if scanned is not None and pkg["install"] in scanned:
             continue
         if scanned is not None:
             where = " — the scanned image lacks it"
@@ -65,7 +63,7 @@ def _package_lines(best: Pair, flags: dict[str, Any], lacks: set[str], scanned: 
             where = " — a measured image of this GPU lacked it"
         else:
             where = ""
-        out.append(f"{pkg['dist']} installed (its backends import `{pkg['module']}`){where}")
+        out.append(f"{pkg['install']} installed (its backends import `{pkg['module']}`){where}")
     return out
 
 
@@ -109,7 +107,7 @@ def needs(
     """Everything the answer needs beyond its flags, and the engine arguments to add."""
     lacks = image_lacks(mine, scanned)
     eng = engine_needs(family, lacks, best, req.name)
-    return Needs(_package_lines(best, flags, lacks, scanned) + eng.lines, eng.engine_args)
+    return Needs(_package_lines(best, lacks, scanned) + eng.lines, eng.engine_args)
 
 
 #: flags a workaround may carry that pick a backend or change what the user asked for: such a

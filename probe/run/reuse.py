@@ -18,15 +18,13 @@ its components cannot be digested (:data:`probe.run.digests.UNKNOWN`).
 from __future__ import annotations
 
 import fnmatch
-import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, model_validator
+from typing import Any
 
 from probe import __version__
+from probe.catalog import runtime_deps
 from probe.cell_params import BUDGET_KEYS
 from probe.cells import CellRecord, CellResult, CellSpec
 from probe.errors import BadInputError
@@ -34,69 +32,16 @@ from probe.outcomes import unknown
 from probe.run.digests import ABSENT, UNKNOWN, DigestCache, component_digests, installed, torch_cuda
 from probe.run.estimates import timed_rows
 
-DepList = list[str] | Literal["*"]
 
-
-class DepsFile(BaseModel):
-    """``probe/data/runtime_deps.json``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    schema_version: Literal[1]
-    about: str
-    components: dict[str, list[str]]
-    always: list[str]
-    cells: dict[str, DepList]
-    moe: dict[str, DepList]
-    attention: dict[str, DepList]
-
-    @model_validator(mode="after")
-    def _known_components(self) -> DepsFile:
-        named = set(self.always)
-        for table in (self.cells, self.moe, self.attention):
-            named.update(c for v in table.values() if v != "*" for c in v)
-        unknown_names = named - set(self.components)
-        if unknown_names:
-            raise ValueError(f"components used but not defined: {sorted(unknown_names)}")
-        return self
-
-
-@functools.cache
-def deps_table() -> DepsFile:
-    from probe.catalog.datafiles import load
-
-    return load("runtime_deps.json", DepsFile)
-
-
-def _lookup(table: Mapping[str, DepList], key: str) -> DepList:
-    """Exact key, else the union of every matching pattern; no match: everything (``*``)."""
-    if key in table:
-        return table[key]
-    hits = [v for k, v in table.items() if any(ch in k for ch in "*?[") and fnmatch.fnmatchcase(key, k)]
-    if not hits or any(h == "*" for h in hits):
-        return "*"
-    return sorted({c for h in hits for c in h})
+def deps_table() -> Any:
+    """``probe/data/runtime_deps.json``, validated (:mod:`probe.catalog.runtime_deps`)."""
+    return runtime_deps.validate()
 
 
 def components_of(kind: str, params: Mapping[str, Any]) -> tuple[str, ...]:
     """The components a cell of ``kind`` with ``params`` runs on (sorted)."""
     backend = params.get("backend") if kind != "engine" else None
-    return _components(kind, str(backend), params.get("fa_version"))
-
-
-@functools.cache
-def _components(kind: str, backend: str, fa: Any) -> tuple[str, ...]:
-    t = deps_table()
-    if kind in t.cells:
-        found: DepList = t.cells[kind]
-    elif kind == "moe":
-        found = _lookup(t.moe, backend)
-    elif kind == "attention":
-        key = f"{backend}/fa{fa}"
-        found = t.attention[key] if key in t.attention else _lookup(t.attention, backend)
-    else:
-        found = "*"
-    return tuple(sorted(t.components if found == "*" else {*t.always, *found}))
+    return runtime_deps.components(kind, str(backend), params.get("fa_version"))
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ A measured cell is comparable when it is at a catalog model's shape (it names th
 version has published predictions, and its outcome says what vLLM's selection said: ``ok`` (vLLM
 accepted the backend and it ran) or ``unsupported`` (vLLM refused it). Cells whose refusal or failure
 came from a package the measured image lacked (``ImportError`` / ``No module named …``, or a backend
-whose runtime package — ``vllm_flags.json`` ``runtime_packages`` — the image's provenance does not
+whose runtime package — ``runtime_deps.json`` ``imports`` — the image's provenance does not
 list: the H200 image had no FlashInfer) are image differences, not predictions to check, and are
 counted apart; so are runtime failures (``device_fault``, ``wrong_output`` …), which no selection
 check sees.
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from probe.catalog import datafiles
+from probe.catalog import runtime_deps
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASURED = sorted((ROOT / "matrices" / "measured").glob("nvidia-*-sm90-*.json"))
@@ -38,9 +38,7 @@ def _predictions(version: str) -> list[dict[str, Any]]:
 def _lacks_runtime_package(c: dict[str, Any], versions: dict[str, Any]) -> bool:
     """The measured image is not known to hold a package the cell's backend imports (its provenance
     records no version of it: the H200 image had no FlashInfer, and no humming-kernels)."""
-    table = datafiles.read_json("vllm_flags.json")["runtime_packages"]["backends"]
-    fa = c.get("fa_version")
-    needed = table.get(str(c.get("backend")), []) + (table.get(f"{c.get('backend')}@{fa}", []) if fa else [])
+    needed = runtime_deps.imports(c["kind"], str(c.get("backend")), c.get("fa_version"))
     return any(not versions.get(p["provenance"]) for p in needed)  # not recorded: not known to be there
 
 
