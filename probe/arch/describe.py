@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import cast
 
 from probe.arch import elf, fatbin
+from probe.arch.inputs import file_kind
 from probe.arch.records import Entry, FileRecord, KernelInfo, Section, Suffix
 
 MAX_PTX_FILE = 256 << 20
@@ -51,7 +52,8 @@ def scan_file(path: str, *, kernels: bool = False, package: str | None = None) -
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            rec.error = "is a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            what = file_kind(st.st_mode)
+            rec.error = "is a directory" if what == "a folder" else f"{what}, not a regular file: not read"
             return rec
         rec.size = st.st_size
         # One read for the first HEAD_READ bytes: a cubin's ELF header and its .nv.compat /
