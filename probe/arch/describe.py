@@ -16,9 +16,10 @@ from typing import cast
 
 from probe.arch import elf, fatbin
 from probe.arch.inputs import file_kind
+from probe.arch.limits import MAX_HELD, size_text
 from probe.arch.records import Entry, FileRecord, KernelInfo, Section, Suffix
 
-MAX_PTX_FILE = 256 << 20
+MAX_PTX_FILE = MAX_HELD  # a PTX file is read whole
 #: bytes read at once at the start of every file
 HEAD_READ = 16 << 10
 
@@ -222,7 +223,10 @@ def _describe_cubin(
         flags=info.e_flags,
         toolkit=info.toolkit,
     )
-    if kernels:
+    if kernels and reader.size > MAX_HELD:
+        e.kernels_error = f"not read: {size_text(reader.size)}, more than {size_text(MAX_HELD)} per member"
+        rec.error = f"kernels not read: the cubin is larger than the {size_text(MAX_HELD)} --kernels reads"
+    elif kernels:
         try:
             e.kernels = elf.cubin_kernels(reader.read(0, reader.size))
         except elf.ElfParseError as exc:
@@ -237,7 +241,7 @@ _PTX_TARGET = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
 
 def _describe_ptx(reader: elf.Reader, rec: FileRecord, kernels: bool) -> None:
     if reader.size > MAX_PTX_FILE:
-        rec.error = f"PTX file larger than {MAX_PTX_FILE >> 20} MiB: not read"
+        rec.error = f"PTX file larger than {size_text(MAX_PTX_FILE)}: not read"
         return
     text = reader.read(0, reader.size)
     target = fatbin.ptx_target(text)
