@@ -74,7 +74,9 @@ def gzip_bomb_layer(out: Path, member: str, size: int, head: bytes) -> Path:
     return out
 
 
-def oci_with_layer_blob(out: Path, blob: Path, media: str = "application/vnd.oci.image.layer.v1.tar+gzip") -> Path:
+def oci_with_layer_blob(
+    out: Path, blob: Path, media: str = "application/vnd.oci.image.layer.v1.tar+gzip"
+) -> Path:
     """An OCI layout folder with one image whose only layer is the file ``blob`` (its true digest)."""
     from tests.arch.image_build import LayerBlob
 
@@ -94,7 +96,11 @@ def wheel_with_member(out: Path, member: str, size: int, head: bytes) -> Path:
         for name, c, payload, usize, method in entries:
             off = f.tell()
             nb = name.encode()
-            f.write(struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, method, 0, 0, c, len(payload), usize, len(nb), 0))
+            f.write(
+                struct.pack(
+                    "<IHHHHHIIIHH", 0x04034B50, 20, 0, method, 0, 0, c, len(payload), usize, len(nb), 0
+                )
+            )
             f.write(nb + payload)
             central += struct.pack(
                 "<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, method, 0, 0, c, len(payload), usize, len(nb),
@@ -102,7 +108,9 @@ def wheel_with_member(out: Path, member: str, size: int, head: bytes) -> Path:
             ) + nb  # fmt: skip
         cd_off = f.tell()
         f.write(central)
-        f.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(entries), len(entries), len(central), cd_off, 0))
+        f.write(
+            struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, len(entries), len(entries), len(central), cd_off, 0)
+        )
     return out
 
 
