@@ -23,7 +23,7 @@ class JsonLimitError(ValueError):
 
 
 def _too_deep() -> JsonLimitError:
-    return JsonLimitError(f"nested more than {MAX_DEPTH} levels deep")
+    return JsonLimitError(f"JSON nested more than {MAX_DEPTH} levels deep")
 
 
 def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:

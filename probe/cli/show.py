@@ -56,9 +56,9 @@ def execute(args: argparse.Namespace) -> int:
 
             text = render_markdown(doc)
         elif args.format == "junit":
-            from probe.matrix.render_junit import render_junit
+            from probe.matrix.render_junit import iter_junit
 
-            text = render_junit(doc)
+            text = iter_junit(doc)
         elif args.format == "html":
             from probe.matrix.render_html import render_html
 

@@ -121,8 +121,8 @@ class _Loader:
         cell_file = CellFile(str(self.path), fd)
         try:
             header, arrays = read_document(fd, self.visit)
-        except ValueError as exc:  # StreamError, JsonLimitError
-            raise BadInputError(f"{self.path}: not JSON ({exc})") from None
+        except ValueError as exc:  # StreamError ("not JSON: …", not an object), JsonLimitError
+            raise BadInputError(f"{self.path}: {exc}") from None
         kind = check_header(header, self.path)
         if kind not in ("matrix", "fleet"):  # static predictions / a scan report: predicted cells only
             from probe.matrix.static_doc import static_predictions_matrix

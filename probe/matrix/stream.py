@@ -49,12 +49,12 @@ class CellsMarker:
 
 @dataclass(slots=True)
 class CellSpan:
-    """Where one cell's text lies in the file, and whether it is indented as probe writes it
-    (its text can then be copied instead of re-serialised)."""
+    """Where one cell's text lies in the file, and whether it is indented as probe writes it (one
+    space a level: its text can then be copied instead of re-serialised)."""
 
     offset: int
     length: int
-    indent: str | None  # the indentation of the cell's lines (None: another layout)
+    indent: str | None  # the indentation of the cell's lines when probe's (None: another layout)
 
 
 @dataclass
@@ -91,7 +91,9 @@ class _Window:
         try:
             self.buf += self._dec.decode(data, final=not data)
         except UnicodeDecodeError as exc:
-            raise StreamError(f"not UTF-8 text near byte {self._file_pos - len(data) + exc.start}") from None
+            raise StreamError(
+                f"not JSON: not UTF-8 text near byte {self._file_pos - len(data) + exc.start}"
+            ) from None
         if not data:
             self.eof = True
         return True
@@ -134,9 +136,11 @@ class _Window:
             except json.JSONDecodeError as exc:
                 if self.more(len(self.buf)):
                     continue
-                raise StreamError(f"{exc.msg} at byte {self.byte_i + (exc.pos - self.i)}") from None
+                raise StreamError(f"not JSON: {exc.msg} at byte {self.byte_i + (exc.pos - self.i)}") from None
             except RecursionError:
-                raise safejson.JsonLimitError(f"nested more than {safejson.MAX_DEPTH} levels deep") from None
+                raise safejson.JsonLimitError(
+                    f"JSON nested more than {safejson.MAX_DEPTH} levels deep"
+                ) from None
             if end == len(self.buf) and self.more(len(self.buf)):
                 continue  # a number cut at the window's end: read on
             self.advance(end)
@@ -161,9 +165,13 @@ class _Reader:
         self.arrays: list[CellArray] = []
 
     def document(self) -> dict[str, Any]:
+        first = self.w.peek()
+        if first != "{":
+            what = {"[": "an array", '"': "a string", "": "nothing"}.get(first, "not JSON")
+            raise StreamError(f"a matrix file holds a JSON object, found {what}")
         doc = self.obj(fleet_level=True)
         if self.w.peek():
-            raise StreamError(f"extra data after the document at byte {self.w.byte_i}")
+            raise StreamError(f"not JSON: extra data after the document at byte {self.w.byte_i}")
         return doc
 
     def obj(self, *, fleet_level: bool) -> dict[str, Any]:
@@ -177,10 +185,10 @@ class _Reader:
         while True:
             key = w.value()
             if not isinstance(key, str):
-                raise StreamError(f"an object key must be a string (byte {w.byte_i})")
+                raise StreamError(f"not JSON: an object key must be a string (byte {w.byte_i})")
             w.expect(":", f"after the key {key!r}")
             if key == "cells" and w.peek() == "[":
-                out[key] = self.cells()
+                out[key] = self.cells(depth=2 if fleet_level else 4)
             elif key == "matrices" and fleet_level and w.peek() == "[":
                 out[key] = self.members()
             else:
@@ -190,7 +198,7 @@ class _Reader:
             if sep == "}":
                 return out
             if sep != ",":
-                raise StreamError(f"expected ',' or '}}' after the value of {key!r} at byte {w.byte_i - 1}")
+                raise StreamError(f"not JSON: expected ',' or '}}' after {key!r} at byte {w.byte_i - 1}")
 
     def members(self) -> list[Any]:
         w = self.w
@@ -206,10 +214,11 @@ class _Reader:
             if sep == "]":
                 return out
             if sep != ",":
-                raise StreamError(f"expected ',' or ']' in 'matrices' at byte {w.byte_i - 1}")
+                raise StreamError(f"not JSON: expected ',' or ']' in 'matrices' at byte {w.byte_i - 1}")
 
-    def cells(self) -> CellsMarker:
-        """Stream one ``cells`` array; a :class:`CellsMarker` stands for it in the document."""
+    def cells(self, depth: int) -> CellsMarker:
+        """Stream one ``cells`` array (its cells ``depth`` levels down: 2 in a matrix, 4 in a fleet);
+        a :class:`CellsMarker` stands for it in the document."""
         w = self.w
         array = CellArray()
         number = len(self.arrays)
@@ -222,15 +231,15 @@ class _Reader:
             n = len(array.spans)
             if w.peek() != "{":
                 raise StreamError(f"cells[{n}]: a cell is a JSON object (byte {w.byte_i})")
-            array.spans.append(self._cell(number, n))
+            array.spans.append(self._cell(number, n, " " * depth))
             sep = w.peek()
             w.advance(w.i + 1)
             if sep == "]":
                 return CellsMarker(number)
             if sep != ",":
-                raise StreamError(f"expected ',' or ']' after cells[{n}] at byte {w.byte_i - 1}")
+                raise StreamError(f"not JSON: expected ',' or ']' after cells[{n}] at byte {w.byte_i - 1}")
 
-    def _cell(self, number: int, n: int) -> CellSpan:
+    def _cell(self, number: int, n: int, probe_indent: str) -> CellSpan:
         """Hand one cell to the visitor: its text when indented as probe writes it (the first
         ``\n<indent>}`` ends it if the text is one JSON object: the visitor says so by raising
         :class:`NotOneObject` otherwise), else the object the standard parser reads."""
@@ -245,7 +254,7 @@ class _Reader:
                 text = None
             else:
                 w.advance(w.i + len(text))
-                return CellSpan(start, w.byte_i - start, indent)
+                return CellSpan(start, w.byte_i - start, indent if indent == probe_indent else None)
         obj = w.value()
         if not isinstance(obj, dict):
             raise StreamError(f"cells[{n}]: a cell is a JSON object")

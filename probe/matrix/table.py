@@ -10,6 +10,10 @@ import re
 from collections.abc import Callable, Sequence
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: characters outside these ranges may be wide or zero-width: only then is wcwidth asked (slow)
+_MAYBE_NOT_ONE = re.compile(
+    "[^\x20-\x7e\u00a0-\u00ac\u00ae-\u02ff\u2010-\u2027\u2030-\u205e\u20a0-\u20bf\u2190-\u21ff\u2500-\u257f]"
+)
 MIN_PADDING = 2  # as tabulate: a column is at least its header's width + 2
 
 
@@ -20,7 +24,7 @@ def _width_fn() -> Callable[[str], int]:
         return len
 
     def width(s: str) -> int:
-        if s.isascii():
+        if s.isascii() or not _MAYBE_NOT_ONE.search(s):
             return len(s)
         w = wcswidth(s)
         return w if w >= 0 else len(s)
