@@ -12,6 +12,7 @@ tests) are plain lists; :func:`summaries` and :func:`raw_text` work on both.
 from __future__ import annotations
 
 import os
+import re
 import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, overload
@@ -23,6 +24,7 @@ from probe.outcomes import Outcome
 if TYPE_CHECKING:
     from probe.matrix.schema import Cell
 
+_NOT_AS_DUMPED = re.compile(r"[^\n -~]")  # what json.dumps(ensure_ascii=True) never writes raw
 #: fields a summary leaves out (bulky, and used only where the full cell is read)
 BULKY = ("log_excerpt", "params", "details")
 #: the entries of ``details`` a summary keeps: what the recommender reads (the ELF-scan verdict and
@@ -143,11 +145,14 @@ class LazyCells(StoredCells):
             ) from None
 
     def raw(self, i: int) -> str | None:
-        """The cell's text with its indentation removed, when the file lays it out as probe writes."""
+        """The cell's text with its indentation removed, when the file lays it out as probe writes
+        (indented one space a level, printable ASCII only: ``json.dumps`` escapes the rest)."""
         span = self.spans[i]
         if span.indent is None:
             return None
         text = self.file.read(span).decode("utf-8")
+        if _NOT_AS_DUMPED.search(text):
+            return None
         return text.replace("\n" + span.indent, "\n") if span.indent else text
 
 

@@ -79,6 +79,7 @@ class _Window:
         self.eof = False
         self._dec = codecs.getincrementaldecoder("utf-8")("strict")
         self._file_pos = 0
+        self._ascii = True  # the window holds ASCII only: a character is a byte
 
     def more(self, at_least: int = CHUNK) -> bool:
         """Read more of the file (False at its end)."""
@@ -96,11 +97,15 @@ class _Window:
             ) from None
         if not data:
             self.eof = True
+        self._ascii = self.buf.isascii()  # (O(1): CPython knows it of every string)
         return True
 
     def advance(self, j: int) -> None:
-        piece = self.buf[self.i : j]
-        self.byte_i += len(piece) if piece.isascii() else len(piece.encode("utf-8"))
+        if self._ascii:
+            self.byte_i += j - self.i
+        else:
+            piece = self.buf[self.i : j]
+            self.byte_i += len(piece) if piece.isascii() else len(piece.encode("utf-8"))
         self.i = j
 
     def skip_ws(self) -> None:

@@ -199,22 +199,30 @@ def test_safejson_depth_limit(value, depth):
 @SETTINGS
 @given(
     extra=st.dictionaries(st.sampled_from(["note", "host", "platform"]), st.text(max_size=30), max_size=3),
+    causes=st.lists(st.text(max_size=40), max_size=6),
     indent=st.sampled_from([None, 1, 2, "\t"]),
     cells=st.integers(0, 6),
 )
-def test_streamed_matrix_equals_json_loads(tmp_path, extra, indent, cells):
-    """A valid matrix, in any layout: the streamed reading gives the cells ``json.loads`` gives."""
-    from probe.matrix.io import load_document
+def test_streamed_matrix_equals_json_loads(tmp_path, extra, causes, indent, cells):
+    """A valid matrix, in any layout, any text in it (non-ASCII too: the cells are found again by
+    byte offset): the streamed reading gives the cells ``json.loads`` gives, and writes back what
+    ``json.dumps`` writes."""
+    from probe.matrix.io import dump_document, load_document
     from probe.matrix.schema import Matrix
 
     doc = json.loads(MATRIX.read_text())
     doc["cells"] = (doc["cells"] * 2)[:cells]
     for i, c in enumerate(doc["cells"]):
         c["id"] = f"{c['id']}-{i}"
+        if i < len(causes):
+            c["root_cause"] = causes[i]
     doc["provenance"].update(extra)
     p = tmp_path / "m.json"
-    p.write_text(json.dumps(doc, indent=indent))
-    assert load_document(p) == Matrix.model_validate(doc)
+    p.write_text(json.dumps(doc, indent=indent, ensure_ascii=indent is None), encoding="utf-8")
+    whole = Matrix.model_validate(doc)
+    lazy = load_document(p)
+    assert lazy == whole and list(lazy.cells) == whole.cells  # type: ignore[union-attr]
+    assert dump_document(lazy) == json.dumps(whole.model_dump(mode="json"), indent=1) + "\n"
 
 
 @SETTINGS
