@@ -139,7 +139,10 @@ class _Window:
             try:
                 obj, end = _DECODER.raw_decode(self.buf, self.i)
             except json.JSONDecodeError as exc:
-                if self.more(len(self.buf)):
+                # the value may run past the window (a string cut, or an error at its very end):
+                # read on; an error inside the window is the file's (not read to its end for it)
+                cut = exc.pos >= len(self.buf) - 6 or exc.msg.startswith("Unterminated string")
+                if cut and self.more(len(self.buf)):
                     continue
                 raise StreamError(f"not JSON: {exc.msg} at byte {self.byte_i + (exc.pos - self.i)}") from None
             except RecursionError:

@@ -1,10 +1,15 @@
-"""Run ``probe`` on a hostile input as a whole process: exit code, output, wall time and the child's
-peak RSS (``os.wait4``: the maximum resident set of that child and what it waited for), under a
-time limit (the process group is killed past it: a hang fails the test, it never blocks the run).
+"""Run ``probe`` on a hostile input as a whole process: exit code, output, wall time and its peak
+RSS, under a time limit (the process group is killed past it: a hang fails the test, it never
+blocks the run).
+
+The peak RSS is ``os.wait4``'s ``ru_maxrss`` of a process started with ``posix_spawn`` by a small
+launcher: a child made by ``fork`` from the test process would count the test process's own pages
+(resident in the child until it execs) as its peak.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -16,6 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+_LAUNCHER = """
+import json, os, sys
+pid = os.posix_spawn(sys.executable, [sys.executable, "-m", "probe", *sys.argv[2:]], os.environ)
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    json.dump([os.waitstatus_to_exitcode(status), usage.ru_maxrss], f)
+"""
 #: the memory ceiling every input is held to (the issue's bound: 512 MB)
 MAX_RSS_MB = 512
 
@@ -49,10 +61,11 @@ def run_probe(
     e = dict(os.environ if env is None else env)
     e["PYTHONPATH"] = str(ROOT) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
     e.setdefault("PROBE_CACHE_DIR", tempfile.mkdtemp(prefix="probe-hostile-cache-"))
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as d:
+        report = Path(d) / "rusage.json"
         t0 = time.monotonic()
         p = subprocess.Popen(
-            [sys.executable, "-m", "probe", *args],
+            [sys.executable, "-c", _LAUNCHER, str(report), *args],
             cwd=cwd or ROOT,
             env=e,
             stdin=subprocess.DEVNULL,
@@ -72,18 +85,18 @@ def run_probe(
         timer = threading.Timer(timeout, kill)
         timer.start()
         try:
-            _, status, usage = os.wait4(p.pid, 0)
+            p.wait()
         finally:
             timer.cancel()
-        p.returncode = os.waitstatus_to_exitcode(status)
         wall = time.monotonic() - t0
+        rc, maxrss = json.loads(report.read_text()) if report.exists() else (p.returncode, 0)
         out.seek(0)
         err.seek(0)
         return Run(
-            p.returncode,
+            rc,
             out.read().decode("utf-8", "replace"),
             err.read().decode("utf-8", "replace"),
             wall,
-            usage.ru_maxrss / 1024,
+            maxrss / 1024,
             killed.is_set(),
         )
