@@ -197,7 +197,15 @@ def _violations(source_pkg: str, forbidden: tuple[str, ...]) -> list[str]:
 #: one above (imports inside functions count: a lazy import is still an arrow). Packages sharing a layer
 #: do not import each other, except the pairs in SIDEWAYS.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("probe", "probe.outcomes", "probe.errors", "probe.versions", "probe.cell_params", "probe.cells"),
+    (
+        "probe",
+        "probe.outcomes",
+        "probe.errors",
+        "probe.versions",
+        "probe.cell_params",
+        "probe.cells",
+        "probe.safejson",
+    ),
     ("probe.catalog",),
     ("probe.arch", "probe.sandbox", "probe.probes"),
     ("probe.matrix",),

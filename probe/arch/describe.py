@@ -15,9 +15,11 @@ from collections.abc import Callable, Iterable
 from typing import cast
 
 from probe.arch import elf, fatbin
+from probe.arch.inputs import file_kind
+from probe.arch.limits import MAX_HELD, size_text
 from probe.arch.records import Entry, FileRecord, KernelInfo, Section, Suffix
 
-MAX_PTX_FILE = 256 << 20
+MAX_PTX_FILE = MAX_HELD  # a PTX file is read whole
 #: bytes read at once at the start of every file
 HEAD_READ = 16 << 10
 
@@ -51,7 +53,8 @@ def scan_file(path: str, *, kernels: bool = False, package: str | None = None) -
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            rec.error = "is a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            what = file_kind(st.st_mode)
+            rec.error = "is a directory" if what == "a folder" else f"{what}, not a regular file: not read"
             return rec
         rec.size = st.st_size
         # One read for the first HEAD_READ bytes: a cubin's ELF header and its .nv.compat /
@@ -220,7 +223,10 @@ def _describe_cubin(
         flags=info.e_flags,
         toolkit=info.toolkit,
     )
-    if kernels:
+    if kernels and reader.size > MAX_HELD:
+        e.kernels_error = f"not read: {size_text(reader.size)}, more than {size_text(MAX_HELD)} per member"
+        rec.error = f"kernels not read: the cubin is larger than the {size_text(MAX_HELD)} --kernels reads"
+    elif kernels:
         try:
             e.kernels = elf.cubin_kernels(reader.read(0, reader.size))
         except elf.ElfParseError as exc:
@@ -235,7 +241,7 @@ _PTX_TARGET = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
 
 def _describe_ptx(reader: elf.Reader, rec: FileRecord, kernels: bool) -> None:
     if reader.size > MAX_PTX_FILE:
-        rec.error = f"PTX file larger than {MAX_PTX_FILE >> 20} MiB: not read"
+        rec.error = f"PTX file larger than {size_text(MAX_PTX_FILE)}: not read"
         return
     text = reader.read(0, reader.size)
     target = fatbin.ptx_target(text)

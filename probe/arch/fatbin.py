@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from probe.arch.elf import ElfParseError, Reader
+from probe.arch.limits import MAX_HELD
 
 if TYPE_CHECKING:
     from probe.arch.records import Compression, Suffix
@@ -50,7 +51,7 @@ MAX_CONTAINERS = 1_000_000
 MAX_ENTRIES = 4_000_000
 MAX_ENTRY_HEADER = 1 << 16
 MAX_NESTED = 4096
-MAX_PAYLOAD = 1 << 31  # refuse to decompress beyond 2 GiB
+MAX_PAYLOAD = MAX_HELD  # refuse to read or decompress a payload beyond this
 MAX_RATIO = 4096  # ... or beyond this ratio (guards the up-front output allocation)
 
 
@@ -299,6 +300,10 @@ def payload(reader: Reader, entry: RawEntry) -> bytes:
     """The entry's payload, decompressed (PTX text keeps its NUL padding stripped)."""
     if entry.nested or not entry.payload_length:
         raise FatbinParseError("entry has no separately stored payload")
+    if entry.payload_length > MAX_PAYLOAD:
+        raise FatbinParseError(
+            f"payload of {entry.payload_length} bytes: more than {MAX_PAYLOAD} read per entry"
+        )
     try:
         raw = reader.read(entry.payload_offset, entry.payload_length)
     except ElfParseError as exc:

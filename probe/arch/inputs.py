@@ -11,9 +11,54 @@ inside site-packages is not an input).
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 
-__all__ = ["looks_like_image"]
+__all__ = ["NotRegularFile", "file_kind", "looks_like_image", "open_regular"]
+
+#: what a special file is, for the error records of files that are never read
+_SPECIAL = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a folder"),
+)
+
+
+class NotRegularFile(OSError):
+    """A path that is not a regular file (FIFO, socket, device, folder): never read."""
+
+    def __init__(self, path: str, what: str) -> None:
+        super().__init__(errno.EISDIR if what == "a folder" else errno.EINVAL, f"{what}, not a regular file")
+        self.filename = path
+        self.what = what
+
+
+def file_kind(mode: int) -> str | None:
+    """None for a regular file, else what it is ("a FIFO", "a socket", ...)."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((what for test, what in _SPECIAL if test(mode)), "a special file")
+
+
+def open_regular(path: str) -> int:
+    """A read-only descriptor of ``path`` when it is a regular file; :class:`NotRegularFile` else.
+
+    The open itself never blocks (``O_NONBLOCK``: opening a FIFO without a writer would wait
+    forever) and the type is checked on the descriptor (no race with a rename); nothing is read
+    from a special file."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        what = file_kind(os.fstat(fd).st_mode)
+    except OSError:
+        os.close(fd)
+        raise
+    if what is not None:
+        os.close(fd)
+        raise NotRegularFile(path, what)
+    return fd
 
 
 def looks_like_image(path: str) -> bool:
@@ -24,10 +69,15 @@ def looks_like_image(path: str) -> bool:
             os.path.isfile(os.path.join(path, "oci-layout")) or os.path.isdir(os.path.join(path, "blobs"))
         )
     try:
-        with open(path, "rb") as f:
-            head = f.read(512)
+        fd = open_regular(path)  # a FIFO / device is never an image (and never read)
     except OSError:
         return False
+    try:
+        head = os.pread(fd, 512, 0)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
     if path.endswith(".tar"):
         return True  # an image by name: a corrupt one gets an image error, not "not an ELF file"
     if len(head) < 512 or head[257:262] != b"ustar":

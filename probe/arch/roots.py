@@ -1,8 +1,9 @@
-"""Where device code lies: site-packages of an interpreter, JIT / kernel caches, and the walk of
-files and folders that yields the files to scan (:class:`Candidate`), each physical file once.
+"""Where device code lies: site-packages of an interpreter, JIT / kernel caches, and which
+distribution a file under a site-packages folder belongs to (the walk itself:
+:mod:`probe.arch.walk`).
 """
 
-# ruff: noqa: PTH100, PTH112, PTH116, PTH118, PTH208
+# ruff: noqa: PTH100, PTH112, PTH118, PTH208
 # (paths stay str on the scan's hot path: os.path is several times cheaper than pathlib)
 
 from __future__ import annotations
@@ -12,13 +13,10 @@ import logging
 import os
 import re
 import site
-import stat
 import sysconfig
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
-from probe.arch.describe import os_error
 from probe.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -26,15 +24,6 @@ log = logging.getLogger(__name__)
 #: names of files that may hold device code when met while walking a folder
 DEVICE_FILE_RE = re.compile(r"(\.so(\.\d+)*|\.cubin|\.fatbin|\.ptx|\.whl)$")
 SITE_DIR_NAMES = ("site-packages", "dist-packages")
-MAX_WALK_FILES = 5_000_000
-
-
-@dataclass(frozen=True)
-class Candidate:
-    path: str  # absolute path as found (not resolved)
-    package: str | None = None
-    error: str | None = None  # set when the file could not even be stat'ed
-    size: int = -1  # from the walk's stat (-1: unknown)
 
 
 def _python_site_dirs_code() -> str:
@@ -177,73 +166,3 @@ class PackageResolver:
                 top = rel.split(os.sep, 1)[0].split(".")[0]
                 return self._index(site_dir).get(os.path.normpath(rel)) or top or None
         return None
-
-
-def iter_candidates(paths: Sequence[str], *, labels: dict[str, str] | None = None) -> Iterator[Candidate]:
-    """Files to scan under ``paths``; each physical file once; errors become candidates too."""
-    resolver = PackageResolver()
-    labels = labels or {}
-    seen_files: set[tuple[int, int]] = set()
-    seen_dirs: set[tuple[int, int]] = set()
-    count = 0
-
-    def pkg(p: str, root: str) -> str | None:
-        return labels.get(root) or resolver.package_of(p)
-
-    for raw in paths:
-        root = os.path.abspath(os.fspath(raw))
-        try:
-            st = os.stat(root)
-        except OSError as exc:
-            yield Candidate(root, pkg(root, root), os_error(exc))
-            continue
-        if not stat.S_ISDIR(st.st_mode):
-            key = (st.st_dev, st.st_ino)
-            if key not in seen_files:
-                seen_files.add(key)
-                yield Candidate(root, pkg(root, root), size=st.st_size)
-            continue
-        stack = [root]
-        while stack:
-            d = stack.pop()
-            try:
-                dst = os.stat(d)
-            except OSError as exc:
-                yield Candidate(d, pkg(d, root), os_error(exc))
-                continue
-            if (dst.st_dev, dst.st_ino) in seen_dirs:
-                log.debug("already visited (symlink cycle or duplicate): %s", d)
-                continue
-            seen_dirs.add((dst.st_dev, dst.st_ino))
-            try:
-                with os.scandir(d) as it:
-                    items = sorted(it, key=lambda e: e.name)
-            except OSError as exc:
-                yield Candidate(d, pkg(d, root), os_error(exc))
-                continue
-            subdirs = []
-            for ent in items:
-                try:
-                    is_dir = ent.is_dir(follow_symlinks=True)
-                except OSError:
-                    is_dir = False
-                if is_dir:
-                    subdirs.append(ent.path)
-                    continue
-                if not DEVICE_FILE_RE.search(ent.name):
-                    continue
-                try:
-                    fst = ent.stat(follow_symlinks=True)
-                except OSError as exc:
-                    yield Candidate(ent.path, pkg(ent.path, root), os_error(exc))
-                    continue
-                key = (fst.st_dev, fst.st_ino)
-                if key in seen_files:
-                    continue
-                seen_files.add(key)
-                count += 1
-                if count > MAX_WALK_FILES:
-                    log.warning("more than %d files: stopping the walk", MAX_WALK_FILES)
-                    return
-                yield Candidate(ent.path, pkg(ent.path, root), size=fst.st_size)
-            stack.extend(reversed(subdirs))

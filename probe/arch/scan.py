@@ -7,14 +7,14 @@ Library API (stable; the backend view builds on it)::
     report = build_report(files, gpus)                                          # ScanReport
     res = scan_inputs(["image.tar"])       # ScanResult: .files, .environments (image inputs)
 
-Inputs are files, folders (walked recursively by :mod:`probe.arch.roots`: symlinked folders
-followed once, loops detected), ``.whl`` archives (members read straight from the zip, see
-:mod:`probe.arch.wheel`) and container images (:mod:`probe.arch.image`, imported only when an
-input is one). Every file yields one :class:`~probe.arch.records.FileRecord`
-(:mod:`probe.arch.describe`); problems (unreadable, truncated, not ELF ...) go into its ``error``
-field, never into an exception. :func:`scan_inputs` picks images among the inputs,
-:func:`records_of` the reader for each walked file; ``package_version`` comes from the
-``*.dist-info`` folders (:mod:`probe.arch.dists`).
+Inputs are files, folders (walked recursively by :mod:`probe.arch.walk`: symlinked folders
+followed once, and only when they lead inside the roots; loops detected), ``.whl`` archives
+(members read straight from the zip, see :mod:`probe.arch.wheel`) and container images
+(:mod:`probe.arch.image`, imported only when an input is one). Every file yields one
+:class:`~probe.arch.records.FileRecord` (:mod:`probe.arch.describe`); problems (unreadable,
+truncated, not ELF ...) go into its ``error`` field, never into an exception. :func:`scan_inputs`
+picks images among the inputs, :func:`records_of` the reader for each walked file;
+``package_version`` comes from the ``*.dist-info`` folders (:mod:`probe.arch.dists`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from probe.arch.describe import scan_file
 from probe.arch.dists import SiteVersions, wheel_version
 from probe.arch.inputs import looks_like_image
 from probe.arch.records import Environment, FileRecord, ScanReport, Summary, Target, TargetSource
-from probe.arch.roots import Candidate, cache_roots, default_roots, iter_candidates
+from probe.arch.roots import cache_roots, default_roots
+from probe.arch.walk import Candidate, iter_candidates
 
 if TYPE_CHECKING:
     from probe.arch.cache import ScanCache
@@ -136,7 +137,7 @@ def scan_inputs(
     The per-input dispatch: container images (docker-save / OCI tarballs, OCI layout folders;
     :func:`probe.arch.inputs.looks_like_image`) are read by :mod:`probe.arch.image`, imported only
     then (``platform``: which image of a multi-platform index); their records come first.
-    Everything else is walked (:func:`probe.arch.roots.iter_candidates`) and read by
+    Everything else is walked (:func:`probe.arch.walk.iter_candidates`) and read by
     :func:`records_of`.
     """
     images: list[str] = []

@@ -8,6 +8,13 @@ Per member (``.so``/``.so.N``/``.cubin``/``.fatbin``/``.ptx``):
   (:mod:`probe.arch.inflate`);
 - **large deflated** ELF members: decompressed once, as a stream, and read in that one pass
   (:mod:`probe.arch.elfstream`).
+
+Bounds (:mod:`probe.arch.limits`): at most ``MAX_ARCHIVE_MEMBERS`` members (counted from the end
+record before the central directory is parsed); a member is held in memory up to ``MAX_HELD``
+bytes; a member declaring more than ``MAX_EXPANSION`` times its compressed size (past
+``SMALL_MEMBER``) is a decompression bomb and is not inflated, nor is a wheel whose device-code
+members do so together (past ``WHEEL_EXPANSION_FLOOR``) or share compressed bytes (overlapping
+members: the same bytes inflated again and again).
 """
 
 # ruff: noqa: PTH100, PTH119, PTH202
@@ -15,6 +22,7 @@ Per member (``.so``/``.so.N``/``.cubin``/``.fatbin``/``.ptx``):
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import struct
@@ -28,6 +36,14 @@ from probe.arch import elf, fatbin
 from probe.arch.describe import describe, not_a_library
 from probe.arch.elfstream import stream_elf
 from probe.arch.inflate import RawDeflateStream, inflate_error_types, inflate_member
+from probe.arch.inputs import open_regular
+from probe.arch.limits import (
+    MAX_ARCHIVE_MEMBERS,
+    MAX_EXPANSION,
+    MAX_HELD,
+    WHEEL_EXPANSION_FLOOR,
+    size_text,
+)
 from probe.arch.records import FileRecord
 
 if TYPE_CHECKING:
@@ -76,8 +92,14 @@ def scan_wheel(path: str, *, kernels: bool = False, cache: ScanCache | None = No
     if zf is None:
         return [bad]
     try:
-        records = _Members(path, zf, bad.package or "", kernels).scan()
+        members = _Members(path, zf, bad.package or "", kernels)
+        bad.error = members.bomb()
+        if bad.error:
+            zf.close()
+            return [bad]
+        records = members.scan()
     except (zipfile.BadZipFile, OSError) as exc:
+        zf.close()
         bad.error = f"cannot read: {exc}"
         return [bad]
     if key and cache is not None:
@@ -89,6 +111,10 @@ def _open_wheel(path: str, bad: FileRecord) -> zipfile.ZipFile | None:
     """The open archive, or None with ``bad.error`` set (unreadable, not a zip, not a wheel)."""
     try:
         bad.size = os.path.getsize(path)
+        n = zip_member_count(path)
+        if n > MAX_ARCHIVE_MEMBERS:
+            bad.error = f"a zip of {n:,} members (more than {MAX_ARCHIVE_MEMBERS:,}): not read"
+            return None
         zf = zipfile.ZipFile(path)
     except FileNotFoundError:
         bad.error = "file vanished or does not exist"
@@ -106,6 +132,25 @@ def _open_wheel(path: str, bad: FileRecord) -> zipfile.ZipFile | None:
     return zf
 
 
+def zip_member_count(path: str) -> int:
+    """The member count the archive's end record declares (0 when there is none: zipfile says why),
+    read before the central directory is parsed into memory."""
+    fd = open_regular(path)
+    try:
+        size = os.fstat(fd).st_size
+        tail = os.pread(fd, min(size, 65536 + 22), max(0, size - 65536 - 22))
+    finally:
+        os.close(fd)
+    i = tail.rfind(b"PK\x05\x06")
+    if i < 0 or len(tail) - i < 22:
+        return 0
+    count: int = struct.unpack_from("<H", tail, i + 10)[0]
+    z64 = tail.rfind(b"PK\x06\x06", 0, i)  # zip64 end record: its 8-byte count
+    if count == 0xFFFF and z64 >= 0 and len(tail) - z64 >= 40:
+        count = struct.unpack_from("<Q", tail, z64 + 32)[0]
+    return count
+
+
 class _Members:
     """The device-code members of one open wheel, read by up to ``WHEEL_THREADS`` threads."""
 
@@ -119,6 +164,28 @@ class _Members:
         self._local = threading.local()
         self._handles: list[zipfile.ZipFile] = [zf]
         self._main_thread = threading.get_ident()
+
+    def bomb(self) -> str | None:
+        """Why the device-code members are a decompression bomb taken together (None: they are not):
+        they inflate past the expansion limit, or share compressed bytes."""
+        usize = sum(i.file_size for i in self.members)
+        csize = sum(i.compress_size for i in self.members)
+        if usize > WHEEL_EXPANSION_FLOOR and usize > MAX_EXPANSION * csize:
+            return (
+                f"device-code members expand more than {MAX_EXPANSION}x ({size_text(usize)} from "
+                f"{size_text(csize)}): a decompression bomb? not read"
+            )
+        # where each member's bytes end, at least (its local header's extra field is not counted)
+        spans = sorted(
+            (i.header_offset, i.header_offset + 30 + len(i.filename.encode()) + i.compress_size, i.filename)
+            for i in self.members
+        )
+        for (_a0, a1, a), (b0, _b1, b) in itertools.pairwise(spans):
+            if b0 < a1:
+                return (
+                    f"members {a} and {b} share compressed bytes (overlapping members: a zip bomb?): not read"
+                )
+        return None
 
     def archive(self) -> zipfile.ZipFile:
         """The calling thread's handle (zipfile handles share one file position)."""
@@ -180,6 +247,12 @@ def _scan_member(
     if info.file_size == 0:
         rec.error = "empty file"
         return
+    if info.file_size > SMALL_MEMBER and info.file_size > MAX_EXPANSION * max(1, info.compress_size):
+        rec.error = (
+            f"declares {size_text(info.file_size)} from {size_text(info.compress_size)} (more than "
+            f"{MAX_EXPANSION}x): a decompression bomb? not read"
+        )
+        return
     if info.compress_type == zipfile.ZIP_STORED and not info.flag_bits & 0x1:
         base = data_offset(fd, info)
         if base + info.file_size > os.fstat(fd).st_size:
@@ -210,8 +283,9 @@ def _scan_member(
             else:
                 stream_elf(lambda: archive().open(info), info.file_size, rec, kernels)
             return
-    if info.file_size > 1 << 30:
-        rec.error = "member larger than 1 GiB: not read"
+    if info.file_size > MAX_HELD:
+        held = size_text(MAX_HELD)
+        rec.error = f"{size_text(info.file_size)}: more than the {held} held in memory per member: not read"
         return
     if raw_deflate:
         data = inflate_member(fd, data_offset(fd, info), info.compress_size, info.file_size)

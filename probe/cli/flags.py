@@ -21,3 +21,24 @@ def with_flag_errors(fn: Callable[[], _T]) -> _T:
         return fn()
     except OptionError as exc:
         raise flag_error(exc) from exc
+
+
+def output_file(path: str, flag: str) -> str:
+    """``path`` when a file can be written there: not a folder, in a folder that exists; else a
+    :class:`~probe.errors.UsageError` naming ``flag`` (checked before any work is done)."""
+    from pathlib import Path
+
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"{flag} {path}: is a folder; give a file name")
+    if not p.absolute().parent.is_dir():
+        raise UsageError(f"{flag} {path}: the folder {p.absolute().parent} does not exist")
+    return path
+
+
+def written(flag: str, path: str, write: Callable[[], _T]) -> _T:
+    """Call ``write``; an ``OSError`` (permission denied, disk full) is a usage error naming the flag."""
+    try:
+        return write()
+    except OSError as exc:
+        raise UsageError(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None

@@ -68,10 +68,15 @@ def execute(args: argparse.Namespace) -> int:
     import os
 
     from probe.catalog.reports import env_report_files, load_reports
-    from probe.cli.flags import with_flag_errors
+    from probe.cli.flags import output_file, with_flag_errors, written
     from probe.decide.gate import gate_junit, gate_markdown, github_annotations, run_gate
     from probe.matrix.io import load_matrix, write_text_atomic
 
+    summary = args.summary or os.environ.get("GITHUB_STEP_SUMMARY")
+    if args.junit:
+        output_file(args.junit, "--junit")
+    if summary:
+        output_file(summary, "--summary" if args.summary else "$GITHUB_STEP_SUMMARY")
     baseline, current = load_matrix(args.baseline), load_matrix(args.current)
     reports = load_reports([*(args.reports or []), *env_report_files()])
     models = None
@@ -92,11 +97,14 @@ def execute(args: argparse.Namespace) -> int:
     )
     md = gate_markdown(rep, baseline, current)
     if args.junit:
-        write_text_atomic(args.junit, gate_junit(rep))
-    summary = args.summary or os.environ.get("GITHUB_STEP_SUMMARY")
+        written("--junit", args.junit, lambda: write_text_atomic(args.junit, gate_junit(rep)))
     if summary:
-        with open(summary, "a", encoding="utf-8") as fh:
-            fh.write(md)
+
+        def append() -> None:
+            with open(summary, "a", encoding="utf-8") as fh:
+                fh.write(md)
+
+        written("--summary", summary, append)
     if os.environ.get("GITHUB_ACTIONS") == "true":
         for line in github_annotations(rep):
             print(line)

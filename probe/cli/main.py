@@ -51,8 +51,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "4 probe infrastructure failed, 5 partial result, 6 invalid input file, 130 interrupted.",
     )
     parser.add_argument("--version", action="version", version=f"probe {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv: debug)")
-    parser.add_argument("--debug", action="store_true", help="show Python tracebacks for errors")
+    _global_flags(parser, default=True)
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     for name, help_text in VERBS.items():
         if only is not None and name != only:
@@ -66,8 +65,24 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.configure_parser(p)
+        _global_flags(p, default=False)
         p.set_defaults(_module=module)
     return parser
+
+
+def _global_flags(p: argparse.ArgumentParser, *, default: bool) -> None:
+    """``-v`` / ``--debug``, before the verb (``probe -v scan``) or after it (``probe scan -v``): the
+    verb's copies leave the value alone unless given."""
+    keep = argparse.SUPPRESS
+    p.add_argument(
+        "-v", "--verbose", action="count", default=0 if default else keep, help="more log output (-vv: debug)"
+    )
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        default=False if default else keep,
+        help="show Python tracebacks for errors",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,11 +15,13 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
+    from probe.cli.flags import output_file, written
     from probe.matrix.io import load_document, write_document
     from probe.matrix.merge import merge
 
+    output_file(args.output, "-o")
     fleet = merge([load_document(p) for p in args.matrices])
-    write_document(fleet, args.output)
+    written("-o", args.output, lambda: write_document(fleet, args.output))
     n = len(fleet.columns)
     print(f"probe merge: {n} column{'s' if n != 1 else ''} -> {args.output}: " + "; ".join(fleet.columns))
     return 0

@@ -26,11 +26,16 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
+    from collections.abc import Iterable
     from pathlib import Path
 
+    from probe.cli.flags import output_file, written
     from probe.errors import UsageError
-    from probe.matrix.io import dump_document, load_document, write_text_atomic
+    from probe.matrix.io import iter_document, load_document, write_text_atomic
 
+    if args.output:
+        output_file(args.output, "-o")
+    text: str | Iterable[str]
     if args.index:
         from probe.matrix.index import build_index
 
@@ -51,17 +56,17 @@ def execute(args: argparse.Namespace) -> int:
 
             text = render_markdown(doc)
         elif args.format == "junit":
-            from probe.matrix.render_junit import render_junit
+            from probe.matrix.render_junit import iter_junit
 
-            text = render_junit(doc)
+            text = iter_junit(doc)
         elif args.format == "html":
             from probe.matrix.render_html import render_html
 
             text = render_html(doc)
         else:
-            text = dump_document(doc)
+            text = iter_document(doc)
     if args.output:
-        write_text_atomic(args.output, text)
+        written("-o", args.output, lambda: write_text_atomic(args.output, text))
     else:
-        sys.stdout.write(text)
+        sys.stdout.writelines([text] if isinstance(text, str) else text)
     return 0

@@ -7,10 +7,14 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from probe.matrix.lazy import summaries
 from probe.matrix.schema import Matrix
 from probe.outcomes import unknown
+
+if TYPE_CHECKING:
+    from probe.recommend.types import LoadedEvidence
 
 log = logging.getLogger(__name__)
 
@@ -117,25 +121,33 @@ def _versions(m: Matrix) -> dict[str, str | None]:
     return v
 
 
-def _matrix_dict(m: Matrix) -> dict[str, Any]:
-    return m.model_dump(mode="json")
-
-
-def recommendation_for(m: Matrix, model: str) -> dict[str, Any] | None:
-    """``recommend`` on one matrix alone (packaged field reports add warnings only)."""
-    from probe.errors import UsageError
-    from probe.recommend.recommender import recommend
+def evidence_of(m: Matrix) -> LoadedEvidence | None:
+    """The recommender's evidence from one matrix alone (its cells' summaries, so a matrix read
+    from a file is not read again; packaged field reports add warnings only); None without a GPU."""
     from probe.recommend.sources import evidence_versions, mark_superseded, matrix_cells, reported_cells
     from probe.recommend.types import LoadedEvidence
 
-    cells = matrix_cells(_matrix_dict(m), Path("<matrix>"))
-    sm = m.provenance.gpu.sm if m.provenance.gpu else None
-    cells += reported_cells(evidence_versions(cells), gpus=None if sm is None else [sm])
-    mark_superseded(cells)
     if m.provenance.gpu is None or m.provenance.gpu.sm is None:
         return None
+    doc = m.model_dump(mode="json", exclude={"cells"})
+    doc["cells"] = summaries(m.cells)
+    cells = matrix_cells(doc, Path("<matrix>"))
+    cells += reported_cells(evidence_versions(cells), gpus=[m.provenance.gpu.sm])
+    mark_superseded(cells)
+    return LoadedEvidence(cells, ["<matrix>"])
+
+
+def recommendation_for(
+    m: Matrix, model: str, evidence: LoadedEvidence | None = None
+) -> dict[str, Any] | None:
+    """``recommend`` on one matrix alone (``evidence``: :func:`evidence_of` it, when already made)."""
+    from probe.errors import UsageError
+    from probe.recommend.recommender import recommend
+
+    loaded = evidence if evidence is not None else evidence_of(m)
+    if loaded is None or m.provenance.gpu is None:
+        return None
     try:
-        loaded = LoadedEvidence(cells, ["<matrix>"])
         return recommend(model, gpu=str(m.provenance.gpu.sm), loaded=loaded).to_dict()
     except UsageError as exc:
         log.info("no recommendation for %s: %s", model, exc)
@@ -165,29 +177,39 @@ def _score(r: dict[str, Any] | None) -> tuple[str, float, bool] | None:
     return None
 
 
+def _measured(m: Matrix) -> dict[str, dict[str, Any]]:
+    return {s["id"]: s for s in summaries(m.cells) if s.get("evidence", "measured") == "measured"}
+
+
 def compare(old: Matrix, new: Matrix, *, models: list[str] | None = None) -> Comparison:
     cmp = Comparison()
-    o_cells = {c.id: c for c in old.cells if c.evidence == "measured"}
-    n_cells = {c.id: c for c in new.cells if c.evidence == "measured"}
+    o_cells, n_cells = _measured(old), _measured(new)
     cmp.baseline_cells, cmp.current_cells = len(o_cells), len(n_cells)
     cmp.common_cells = len(o_cells.keys() & n_cells.keys())
     for cid in sorted(o_cells.keys() | n_cells.keys()):
         a, b = o_cells.get(cid), n_cells.get(cid)
-        if a and b and a.outcome == b.outcome and a.degraded == b.degraded:
+        if a and b and a["outcome"] == b["outcome"] and a.get("degraded") == b.get("degraded"):
             continue
         ref = b or a
         assert ref is not None
         cmp.cells.append(
             CellChange(
                 cid,
-                ref.kind,
-                ref.backend,
-                a.outcome.value if a else None,
-                b.outcome.value if b else None,
-                (b.root_cause if b else None),
-                (a.root_cause if a else None),
+                ref["kind"],
+                ref.get("backend"),
+                a["outcome"] if a else None,
+                b["outcome"] if b else None,
+                (b.get("root_cause") if b else None),
+                (a.get("root_cause") if a else None),
             )
         )
+    del o_cells, n_cells
+    _compare_static(cmp, old, new)
+    _compare_recommendations(cmp, old, new, models)
+    return cmp
+
+
+def _compare_static(cmp: Comparison, old: Matrix, new: Matrix) -> None:
     oa, na = _arch_map(old), _arch_map(new)
     for key in sorted(oa.keys() | na.keys(), key=lambda k: (k[0], k[1] or "")):
         before, after = oa.get(key, set()), na.get(key, set())
@@ -197,8 +219,20 @@ def compare(old: Matrix, new: Matrix, *, models: list[str] | None = None) -> Com
     for k in sorted(ov.keys() | nv.keys()):
         if ov.get(k) != nv.get(k):
             cmp.versions[k] = (ov.get(k), nv.get(k))
-    for model in models if models is not None else default_models(old, new):
-        ro, rn = recommendation_for(old, model), recommendation_for(new, model)
+
+
+def _recommendations(m: Matrix, names: list[str]) -> dict[str, dict[str, Any] | None]:
+    """``recommend`` for each model on one matrix; its evidence is made once and let go after."""
+    evidence = evidence_of(m) if names else None
+    return {model: recommendation_for(m, model, evidence) for model in names}
+
+
+def _compare_recommendations(cmp: Comparison, old: Matrix, new: Matrix, models: list[str] | None) -> None:
+    names = models if models is not None else default_models(old, new)
+    recs_old = _recommendations(old, names)  # one matrix's evidence in memory at a time
+    recs_new = _recommendations(new, names)
+    for model in names:
+        ro, rn = recs_old[model], recs_new[model]
         so, sn = _score(ro), _score(rn)
         slow = None
         if so and sn and so[0] == sn[0] and so[1] > 0 and sn[1] > 0:
@@ -209,7 +243,6 @@ def compare(old: Matrix, new: Matrix, *, models: list[str] | None = None) -> Com
         if pair_o is None and pair_n is None:
             continue
         cmp.recommendations.append(RecChange(model, ro, rn, slow))
-    return cmp
 
 
 def default_models(old: Matrix, new: Matrix) -> list[str]:
@@ -217,8 +250,9 @@ def default_models(old: Matrix, new: Matrix) -> list[str]:
     from probe.catalog.models import load_profiles
 
     names: list[str] = []
-    shapes = {(c.experts, c.hidden) for m in (old, new) for c in m.cells if c.kind == "moe" and c.experts}
-    named = {c.model for m in (old, new) for c in m.cells if c.model}
+    cells = [s for m in (old, new) for s in summaries(m.cells)]
+    shapes = {(c.get("experts"), c.get("hidden")) for c in cells if c["kind"] == "moe" and c.get("experts")}
+    named = {c["model"] for c in cells if c.get("model")}
     for p in load_profiles():
         moe_shape = p.moe_shape(1)
         if p.name in named or (moe_shape and (moe_shape["experts"], moe_shape["hidden"]) in shapes):

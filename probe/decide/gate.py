@@ -64,7 +64,7 @@ def run_gate(
 ) -> GateReport:
     """``reports``: the field reports to warn from (default: the packaged base + ``$PROBE_REPORTS``)."""
     _validate_options(baseline, current, required, slowdown)
-    early = _check_run_and_gpu(baseline, current)
+    early = _check_run_and_gpu(baseline, current) or _check_empty(baseline, current, required)
     if early is not None:
         return early
     cmp = compare(baseline, current, models=models)
@@ -109,6 +109,22 @@ def _check_run_and_gpu(baseline: Matrix, current: Matrix) -> GateReport | None:
             f"matrix on sm_{cg.sm}: gate compares one GPU with itself",
         )
         return GateReport(EXIT_NOTHING_TO_COMPARE, "different GPUs: nothing to compare", [check])
+    return None
+
+
+def _check_empty(baseline: Matrix, current: Matrix, required: list[str] | None) -> GateReport | None:
+    """A matrix with no cells is a valid, empty matrix: nothing to compare, unless the current run
+    planned cells and recorded none (the prober failed: see the coverage check) or
+    ``--require-arch`` has static sections to check."""
+    if required:
+        return None
+    for side, m in (("baseline", baseline), ("current", current)):
+        planned = m.run.cells_planned or 0
+        if not len(m.cells) and not (side == "current" and planned > 0):
+            check = Check("cells", "cells", True, f"the {side} matrix holds no cells")
+            return GateReport(
+                EXIT_NOTHING_TO_COMPARE, f"nothing to compare: the {side} matrix is empty", [check]
+            )
     return None
 
 

@@ -9,10 +9,12 @@ is kept in ``details.superseded`` so nothing measured is lost.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
 
 from probe import __version__
 from probe.errors import UsageError
+from probe.matrix.lazy import StoredCells, summaries
 from probe.matrix.schema import Cell, Fleet, Matrix
 
 ColumnKey = tuple[Any, ...]
@@ -34,25 +36,95 @@ def column_key(m: Matrix) -> ColumnKey:
     )
 
 
-def _superseded(old: Cell, old_run: str) -> dict[str, Any]:
-    return {"run": old_run, "outcome": old.outcome.value, "root_cause": old.root_cause}
+class MergedCells(StoredCells):
+    """The union of several runs' cells (see :func:`union`), read from where they are stored: cell
+    ``i`` is cell ``j`` of run ``r``, with its ``details.superseded`` history when it replaced a
+    different outcome."""
+
+    def __init__(
+        self, runs: list[Sequence[Cell]], order: list[tuple[int, int]], history: dict[int, list[Any]]
+    ) -> None:
+        self.runs = runs
+        self.order = order
+        self.history = history
+        self.summaries = []
+        run_sums = [summaries(r) for r in runs]
+        for i, (r, j) in enumerate(order):
+            s = run_sums[r][j]
+            if i in history:
+                s = {**s, "details": {**s.get("details", {}), "superseded": history[i]}}
+            self.summaries.append(s)
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    @overload
+    def __getitem__(self, i: int) -> Cell: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Cell]: ...
+    def __getitem__(self, i: int | slice) -> Cell | list[Cell]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        r, j = self.order[i]
+        cell = self.runs[r][j]
+        if i in self.history:
+            cell = cell.model_copy(update={"details": {**cell.details, "superseded": self.history[i]}})
+        return cell
+
+    def __iter__(self) -> Iterator[Cell]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def raw(self, i: int) -> str | None:
+        r, j = self.order[i]
+        source = self.runs[r]
+        return source.raw(j) if i not in self.history and isinstance(source, StoredCells) else None
 
 
 def union(runs: list[Matrix]) -> Matrix:
-    """One matrix from several runs of one column; newer runs win per cell id."""
+    """One matrix from several runs of one column; newer runs win per cell id.
+
+    A cell both measured keeps the newer result; when the outcome or root cause differs, the older
+    one goes into ``details.superseded`` (after the history it already carried). Works on the cells'
+    summaries: the cells themselves are read only when the union is written or iterated."""
     if len(runs) == 1:
         return runs[0]
     ordered = sorted(runs, key=lambda m: m.provenance.created_at)
-    cells: dict[str, Cell] = {}
-    cell_run: dict[str, str] = {}
-    for run in ordered:
-        for cell in run.cells:
-            old = cells.get(cell.id)
-            if old is not None and (old.outcome != cell.outcome or old.root_cause != cell.root_cause):
-                history = [*old.details.get("superseded", []), _superseded(old, cell_run[cell.id])]
-                cell = cell.model_copy(update={"details": {**cell.details, "superseded": history}})
-            cells[cell.id] = cell
-            cell_run[cell.id] = run.provenance.created_at
+    pos: dict[str, int] = {}
+    order: list[tuple[int, int]] = []
+    history: dict[int, list[Any]] = {}
+    now: list[tuple[str, str | None, Any, str]] = []  # per cell: outcome, root cause, its history, run
+    for r, run in enumerate(ordered):
+        for j, s in enumerate(summaries(run.cells)):
+            p = pos.get(s["id"])
+            hist = None
+            if p is None:
+                p = pos[s["id"]] = len(order)
+                order.append((r, j))
+                now.append(("", None, None, ""))
+            else:
+                outcome, cause, old_hist, old_run = now[p]
+                if outcome != s["outcome"] or cause != s.get("root_cause"):
+                    hist = [
+                        *(old_hist if isinstance(old_hist, list) else []),
+                        _superseded(outcome, cause, old_run),
+                    ]
+                order[p] = (r, j)
+            if hist is None:
+                history.pop(p, None)
+            else:
+                history[p] = hist
+            own = hist if hist is not None else (s.get("details") or {}).get("superseded")
+            now[p] = (s["outcome"], s.get("root_cause"), own, run.provenance.created_at)
+    cells = MergedCells([m.cells for m in ordered], order, history)
+    return _union_matrix(ordered, cells)
+
+
+def _superseded(outcome: str, root_cause: str | None, run: str) -> dict[str, Any]:
+    return {"run": run, "outcome": outcome, "root_cause": root_cause}
+
+
+def _union_matrix(ordered: list[Matrix], cells: MergedCells) -> Matrix:
     newest = ordered[-1]
     note = f"union of {len(ordered)} runs: " + ", ".join(m.provenance.created_at for m in ordered)
     if newest.provenance.note:
@@ -62,7 +134,7 @@ def union(runs: list[Matrix]) -> Matrix:
     run_info = newest.run.model_copy(update={"status": "complete" if statuses == {"complete"} else "partial"})
     return newest.model_copy(
         update={
-            "cells": list(cells.values()),
+            "cells": cells,
             "static": static,
             "run": run_info,
             "provenance": newest.provenance.model_copy(update={"note": note}),

@@ -6,8 +6,10 @@ through ``html.escape``; the page has no script.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from html import escape
 
+from probe.matrix.lazy import summary_cells
 from probe.matrix.render_text import backend_label, provenance_lines, shape_label, timing_label
 from probe.matrix.schema import Cell, Fleet, Matrix
 from probe.outcomes import OUTCOME_HELP, Outcome
@@ -90,34 +92,44 @@ def _td(c: Cell | None) -> str:
     )
 
 
-def _grid(title: str, cells: list[Cell], row_key: str) -> str:
-    """Rows: backend (x quant for MoE); columns: the shape (expert count, head layout, model)."""
-    if not cells:
-        return ""
+class _Grid:
+    """Rows: backend (x quant for MoE); columns: the shape (expert count, head layout, model). Each
+    position shows its first cell (kept as its rendered ``<td>``, not as a cell)."""
 
-    def rkey(c: Cell) -> str:
+    def __init__(self, title: str, kinds: tuple[str, ...], row_key: str) -> None:
+        self.title, self.kinds, self.row_key = title, kinds, row_key
+        self.tds: dict[tuple[str, str], str] = {}
+
+    def add(self, c: Cell) -> None:
+        if c.kind not in self.kinds:
+            return
         if c.kind in ("import", "fixture"):
-            return c.id
-        return backend_label(c) + (f" · {c.quant}" if row_key == "backend_quant" and c.quant else "")
+            row = c.id
+        else:
+            row = backend_label(c) + (f" · {c.quant}" if self.row_key == "backend_quant" and c.quant else "")
+        col = shape_label(c)
+        if c.model and c.kind == "moe" and c.model not in col:
+            col = f"{col} ({c.model})"
+        if (row, col) not in self.tds:
+            self.tds[(row, col)] = _td(c)
 
-    def ckey(c: Cell) -> str:
-        label = shape_label(c)
-        return f"{label} ({c.model})" if c.model and c.kind == "moe" and c.model not in label else label
-
-    rows = sorted({rkey(c) for c in cells})
-    cols = sorted({ckey(c) for c in cells}, key=lambda k: (len(k), k))
-    grid: dict[tuple[str, str], Cell] = {}
-    for c in cells:
-        grid.setdefault((rkey(c), ckey(c)), c)
-    head = "".join(f"<th>{escape(col)}</th>" for col in cols)
-    body = []
-    for r in rows:
-        body.append(f"<tr><th>{escape(r)}</th>" + "".join(_td(grid.get((r, col))) for col in cols) + "</tr>")
-    return (
-        f'<h2>{escape(title)}</h2>\n<table class="grid"><tr><th>backend</th>{head}</tr>\n'
-        + "\n".join(body)
-        + "</table>\n"
-    )
+    def html(self) -> str:
+        if not self.tds:
+            return ""
+        rows = sorted({r for r, _ in self.tds})
+        cols = sorted({col for _, col in self.tds}, key=lambda k: (len(k), k))
+        head = "".join(f"<th>{escape(col)}</th>" for col in cols)
+        body = [
+            f"<tr><th>{escape(r)}</th>"
+            + "".join(self.tds.get((r, col)) or _td(None) for col in cols)
+            + "</tr>"
+            for r in rows
+        ]
+        return (
+            f'<h2>{escape(self.title)}</h2>\n<table class="grid"><tr><th>backend</th>{head}</tr>\n'
+            + "\n".join(body)
+            + "</table>\n"
+        )
 
 
 def _legend() -> str:
@@ -133,6 +145,41 @@ def _prov(label: str, m: Matrix) -> str:
     return f'<table class="prov"><tr><th>{escape(label)}</th></tr>{rows}</table>'
 
 
+GRIDS = (
+    ("MoE backends x quant (columns: expert count and layer shape)", ("moe",), "backend_quant"),
+    ("Attention backends (columns: heads / KV heads / head size)", ("attention",), "backend"),
+    ("Engine pairings (columns: model)", ("engine",), "backend"),
+    ("Imports and fixtures", ("import", "fixture"), "backend"),
+)
+
+
+def _fleet_grids(doc: Fleet) -> Iterator[str]:
+    """One table per cell kind: a row per cell id (first seen), a column per member."""
+    heads: dict[str, tuple[str, str]] = {}  # id -> (kind, row label)
+    tds: list[dict[str, str]] = []
+    for m in doc.matrices:
+        mine: dict[str, str] = {}
+        for c in summary_cells(m.cells):
+            if c.id not in heads:
+                heads[c.id] = (c.kind, f"{backend_label(c)} · {c.quant or ''} · {shape_label(c)}")
+            if c.id not in mine:
+                mine[c.id] = _td(c)
+        tds.append(mine)
+    head = "".join(f"<th>{escape(col)}</th>" for col in doc.columns)
+    for kind in ("moe", "attention", "engine", "import", "fixture"):
+        body = [
+            f"<tr><th>{escape(label)}</th>" + "".join(t.get(cid) or _td(None) for t in tds) + "</tr>"
+            for cid, (k, label) in heads.items()
+            if k == kind
+        ]
+        if body:
+            yield (
+                f'<h2>{escape(kind)}</h2><table class="grid"><tr><th>cell</th>{head}</tr>'
+                + "\n".join(body)
+                + "</table>"
+            )
+
+
 def render_html(doc: Matrix | Fleet) -> str:
     title = "probe matrix"
     parts = [
@@ -145,50 +192,15 @@ def render_html(doc: Matrix | Fleet) -> str:
     if isinstance(doc, Fleet):
         parts.extend(_prov(label, m) for label, m in zip(doc.columns, doc.matrices, strict=True))
         parts.append(_legend())
-        ids: dict[str, Cell] = {}
-        for m in doc.matrices:
-            for c in m.cells:
-                ids.setdefault(c.id, c)
-        for kind in ("moe", "attention", "engine", "import", "fixture"):
-            kind_cells = [c for c in ids.values() if c.kind == kind]
-            if not kind_cells:
-                continue
-            head = "".join(f"<th>{escape(col)}</th>" for col in doc.columns)
-            body = []
-            for c in kind_cells:
-                label = f"{backend_label(c)} · {c.quant or ''} · {shape_label(c)}"
-                tds = "".join(_td(next((x for x in m.cells if x.id == c.id), None)) for m in doc.matrices)
-                body.append(f"<tr><th>{escape(label)}</th>{tds}</tr>")
-            parts.append(
-                f'<h2>{escape(kind)}</h2><table class="grid"><tr><th>cell</th>{head}</tr>'
-                + "\n".join(body)
-                + "</table>"
-            )
+        parts.extend(_fleet_grids(doc))
     else:
         parts.append(_prov(doc.column_label(), doc))
         parts.append(_legend())
-        parts.append(
-            _grid(
-                "MoE backends x quant (columns: expert count and layer shape)",
-                [c for c in doc.cells if c.kind == "moe"],
-                "backend_quant",
-            )
-        )
-        parts.append(
-            _grid(
-                "Attention backends (columns: heads / KV heads / head size)",
-                [c for c in doc.cells if c.kind == "attention"],
-                "backend",
-            )
-        )
-        parts.append(
-            _grid("Engine pairings (columns: model)", [c for c in doc.cells if c.kind == "engine"], "backend")
-        )
-        parts.append(
-            _grid(
-                "Imports and fixtures", [c for c in doc.cells if c.kind in ("import", "fixture")], "backend"
-            )
-        )
+        grids = [_Grid(*g) for g in GRIDS]
+        for c in summary_cells(doc.cells):
+            for g in grids:
+                g.add(c)
+        parts.extend(g.html() for g in grids)
         if doc.static is not None and doc.static.files:
             rows = "".join(
                 f"<tr><td>{escape(f.path)}</td><td>{escape(f.package or '')}</td>"

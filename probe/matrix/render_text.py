@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from probe.matrix.lazy import summary_cells
 from probe.matrix.schema import Cell, Fleet, Matrix
+from probe.matrix.table import text_table
 
 MAX_CAUSE = 90
 
@@ -116,7 +118,7 @@ def _matrix_rows(m: Matrix) -> list[list[str]]:
             timing_label(c),
             short(c.root_cause),
         ]
-        for c in m.cells
+        for c in summary_cells(m.cells)
     ]
 
 
@@ -124,33 +126,31 @@ HEADERS = ["kind", "backend", "quant", "shape", "outcome", "phase", "timing", "r
 
 
 def fleet_rows(f: Fleet) -> tuple[list[str], list[list[str]]]:
-    ids: dict[str, Cell] = {}
+    """One row per cell id (first seen), one outcome column per member (``—``: not measured there)."""
+    heads: dict[str, list[str]] = {}
+    outcomes: list[dict[str, str]] = []
     for m in f.matrices:
-        for c in m.cells:
-            ids.setdefault(c.id, c)
-    rows = []
-    for cid, c in ids.items():
-        row = [c.kind, backend_label(c), c.quant or "", shape_label(c)]
-        for m in f.matrices:
-            hit = next((x for x in m.cells if x.id == cid), None)
-            row.append(outcome_label(hit) if hit else "—")
-        rows.append(row)
+        mine: dict[str, str] = {}
+        for c in summary_cells(m.cells):
+            if c.id not in heads:
+                heads[c.id] = [c.kind, backend_label(c), c.quant or "", shape_label(c)]
+            mine.setdefault(c.id, outcome_label(c))
+        outcomes.append(mine)
+    rows = [[*head, *(o.get(cid, "—") for o in outcomes)] for cid, head in heads.items()]
     return ["kind", "backend", "quant", "shape", *f.columns], rows
 
 
 def render_table(doc: Matrix | Fleet, fmt: str = "simple") -> str:
-    from tabulate import tabulate
-
     out: list[str] = []
     if isinstance(doc, Fleet):
         for label, m in zip(doc.columns, doc.matrices, strict=True):
             out.append(f"[{label}] " + " | ".join(provenance_lines(m)[:3]))
         headers, rows = fleet_rows(doc)
-        out.append(tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True))
+        out.append(text_table(headers, rows, fmt))
         return "\n".join(out) + "\n"
     out.extend(provenance_lines(doc))
     out.append("")
-    out.append(tabulate(_matrix_rows(doc), headers=HEADERS, tablefmt=fmt, disable_numparse=True))
+    out.append(text_table(HEADERS, _matrix_rows(doc), fmt))
     return "\n".join(out) + "\n"
 
 
@@ -159,8 +159,6 @@ def _md_escape(text: str) -> str:
 
 
 def render_markdown(doc: Matrix | Fleet) -> str:
-    from tabulate import tabulate
-
     out: list[str] = ["# probe matrix", ""]
     members: list[tuple[str, Matrix]] = (
         list(zip(doc.columns, doc.matrices, strict=True))
@@ -177,9 +175,7 @@ def render_markdown(doc: Matrix | Fleet) -> str:
     else:
         headers, rows = HEADERS, _matrix_rows(doc)
     rows = [[_md_escape(x) for x in r] for r in rows]
-    out.append(
-        tabulate(rows, headers=[_md_escape(h) for h in headers], tablefmt="github", disable_numparse=True)
-    )
+    out.append(text_table([_md_escape(h) for h in headers], rows, "github"))
     return "\n".join(out) + "\n"
 
 

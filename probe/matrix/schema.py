@@ -25,6 +25,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    field_serializer,
     model_serializer,
     model_validator,
 )
@@ -239,6 +240,11 @@ class Matrix(BaseModel):
     run: RunInfo = Field(default_factory=RunInfo)
     static: StaticSection | None = None
     cells: list[Cell] = []
+
+    @field_serializer("cells", mode="wrap")
+    def _cells_as_list(self, cells: Any, handler: SerializerFunctionWrapHandler) -> Any:
+        """Cells kept in their file (``probe.matrix.lazy``) are read when the whole matrix is dumped."""
+        return handler(cells if isinstance(cells, list) else list(cells))
 
     @model_validator(mode="after")
     def _consistent(self) -> Matrix:

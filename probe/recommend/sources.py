@@ -9,7 +9,6 @@ pydantic: ``probe recommend`` must answer in well under 0.2 s as a whole process
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -17,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from probe import safejson
 from probe.catalog import datafiles
 from probe.catalog import reports as catalog_reports
 from probe.errors import BadInputError, UsageError
@@ -225,8 +225,8 @@ def _other_gpu_head(text: str, only_sm: int | None) -> bool:
     if i < 0 or i > 200_000:
         return False
     try:
-        head = json.loads(text[:i].rstrip().rstrip(",") + "}")
-    except json.JSONDecodeError:
+        head = safejson.loads(text[:i].rstrip().rstrip(",") + "}")
+    except ValueError:
         return False
     gpu = (head.get("provenance") or {}).get("gpu") if isinstance(head, dict) else None
     return (
@@ -244,8 +244,8 @@ def _read_document(f: Path, only_sm: int | None = None) -> dict[str, Any] | None
         text = f.read_text(encoding="utf-8")
         if _other_gpu_head(text, only_sm):
             return None
-        doc = json.loads(text)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        doc = safejson.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError, JsonLimitError
         raise BadInputError(f"{f}: not JSON ({exc})") from exc
     if not isinstance(doc, dict):
         raise BadInputError(f"{f}: a matrix file holds a JSON object")

@@ -15,18 +15,20 @@ Every malformed input raises :class:`LayerError` (truncated, corrupt compression
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from probe.arch.image.streams import (
-    GZIP_MAGIC,
     IN_CHUNK,
-    ZSTD_MAGIC,
     Blob,
+    Digest,
     Inflater,
     LayerError,
     Prefetch,
     RawSource,
+    compression_of,
+    hash_blob,
 )
 
 __all__ = ["Blob", "LayerError", "Member", "MemberStream", "TarStream", "safe_name"]
@@ -100,29 +102,60 @@ def _pax(data: bytes) -> dict[str, str]:
 class TarStream:
     """One pass over the members of a layer (see the module docstring)."""
 
-    def __init__(self, fd: int, blob: Blob, *, threads: bool = True) -> None:
-        self._raw = RawSource(fd, blob)
-        head = os.pread(fd, 4, blob.offset)
-        self.compression: str | None = None
+    def __init__(self, fd: int, blob: Blob, *, threads: bool = True, verify: bool = False) -> None:
+        """``verify``: hash the blob's bytes as they are read (:meth:`digest_mismatch` at the end)."""
+        self.compression = compression_of(os.pread(fd, 4, blob.offset))
+        self.seekable = self.compression is None
+        self.digest = Digest(blob.digest) if verify and Digest.verifiable(blob, not self.seekable) else None
+        self._hasher: threading.Thread | None = None
+        self._stop = threading.Event()
+        # a compressed blob is hashed as the inflater reads it; a plain one (read at random with
+        # pread) by a helper thread reading it in order beside the parse
+        self._raw = RawSource(fd, blob, None if self.seekable else self.digest)
         self._inf: Inflater | Prefetch | None = None
-        if head[:2] == GZIP_MAGIC:
-            self.compression = "gzip"
-        elif head[:4] == ZSTD_MAGIC:
-            self.compression = "zstd"
         if self.compression:
             inf = Inflater(self._raw, self.compression)
             self._inf = Prefetch(inf) if threads else inf
-        self.seekable = self._inf is None
+        elif self.digest is not None:
+            self._hasher = threading.Thread(
+                target=self._hash_plain, args=(fd, blob, self.digest), name="probe-hash", daemon=True
+            )
+            self._hasher.start()
+        self._hash_error: Exception | None = None
         self._buf = bytearray()
         self._bpos = 0  # read position inside _buf
         self.pos = 0  # uncompressed offset of the next byte to be consumed
         self._fd = fd
         self._blob = blob
 
+    def _hash_plain(self, fd: int, blob: Blob, digest: Digest) -> None:
+        try:
+            hash_blob(fd, blob, digest, self._stop)
+        except (OSError, LayerError) as exc:
+            self._hash_error = exc
+
     def close(self) -> None:
-        """Stop the inflater thread (call when done, also after an error)."""
+        """Stop the helper threads (call when done, also after an error)."""
+        self._stop.set()
         if isinstance(self._inf, Prefetch):
             self._inf.close()
+        if self._hasher is not None:
+            self._hasher.join()
+
+    def digest_mismatch(self) -> str | None:
+        """After the last member: hash what is left of the blob; the error when it does not match
+        the digest it claims (None: it matches, or nothing was to be verified)."""
+        if self.digest is None:
+            return None
+        if self._hasher is not None:
+            self._hasher.join()
+            if self._hash_error is not None:
+                raise LayerError(f"cannot hash the layer: {self._hash_error}")
+        else:
+            if isinstance(self._inf, Prefetch):
+                self._inf.close()  # the inflater thread reads the blob no more
+            self._raw.drain()
+        return self.digest.mismatch()
 
     # -- low level
     def _fill(self, n: int) -> None:

@@ -14,20 +14,27 @@ without it the choice is a :class:`~probe.errors.UsageError` that lists them.
 Anything malformed raises :class:`ImageError` (the scan turns it into a record with an error).
 """
 
-# ruff: noqa: PTH100, PTH112, PTH113, PTH118, PTH120, PTH202
+# ruff: noqa: PTH100, PTH112, PTH113, PTH116, PTH118, PTH120
 # (paths stay str: the blob paths are joined and opened once each)
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from probe.arch.image.layers import Blob, safe_name
+from probe import safejson
+from probe.arch.image.layers import HARDLINK, REGULAR, SYMLINK, Blob, LayerError, Member, TarStream, safe_name
+from probe.arch.inputs import NotRegularFile, file_kind, open_regular
+from probe.arch.limits import (
+    MAX_ARCHIVE_MEMBERS,
+    MAX_DESCRIPTORS,
+    MAX_INDEX_DEPTH,
+    MAX_LAYERS,
+    MAX_METADATA_JSON,
+)
 from probe.errors import UsageError
 
-MAX_JSON = 16 << 20
 INDEX_TYPES = (
     "application/vnd.oci.image.index.v1+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
@@ -36,7 +43,6 @@ MANIFEST_TYPES = (
     "application/vnd.oci.image.manifest.v1+json",
     "application/vnd.docker.distribution.manifest.v2+json",
 )
-MAX_NESTING = 8
 
 
 class ImageError(ValueError):
@@ -53,71 +59,89 @@ class Image:
 
 
 class _Source:
-    """Named files of the image: members of a tarball, or files under a folder."""
+    """Named files of the image: members of a tarball (indexed by one pass over its headers), or
+    files under a folder. Only regular files are read; metadata JSON is bounded in size and depth."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.is_dir = os.path.isdir(path)
-        self._members: dict[str, Any] = {}  # name -> tarfile.TarInfo
+        self._members: dict[str, Member] = {}
+        self._json_read = 0  # metadata bytes parsed so far (bounded: a fan-out of big manifests)
         if not self.is_dir:
             self._index_tar()
 
     def _index_tar(self) -> None:
-        import tarfile  # only when a tarball is read (scan startup stays light)
-
-        size = os.path.getsize(self.path)
         try:
-            with tarfile.open(self.path, "r:") as tf:
-                for ti in tf:
-                    name = safe_name(ti.name)
-                    if name is not None:
-                        self._members[name] = ti
-        except tarfile.ReadError as exc:
+            fd = open_regular(self.path)
+        except NotRegularFile as exc:
+            raise ImageError(f"not an image tarball: {exc.strerror}") from None
+        try:
+            size = os.fstat(fd).st_size
+            tar = TarStream(fd, Blob(self.path, 0, size, ""), threads=False)
+            if tar.compression:
+                raise ImageError(f"a {tar.compression}-compressed tarball: decompress it first")
+            for m in tar.members():
+                if m.path is not None:
+                    self._members[m.path] = m
+                if len(self._members) > MAX_ARCHIVE_MEMBERS:
+                    raise ImageError(f"more than {MAX_ARCHIVE_MEMBERS:,} members: not an image tarball")
+        except LayerError as exc:
             raise ImageError(f"not an image tarball: {exc}") from None
-        except (EOFError, OSError, ValueError) as exc:
-            raise ImageError(f"cannot read the image tarball: {exc}") from None
-        for ti in self._members.values():
-            if ti.isfile() and ti.offset_data + ti.size > size:
-                raise ImageError(f"image tarball truncated: {ti.name} extends past its end")
+        finally:
+            os.close(fd)
+        for m in self._members.values():
+            if m.type == REGULAR and m.data_offset + m.size > size:
+                raise ImageError(f"image tarball truncated: {m.name} extends past its end")
 
-    def _resolve(self, name: str) -> Any:
-        ti = self._members.get(name)
-        for _ in range(MAX_NESTING):  # docker save links duplicate layers to one copy
-            if ti is None or not (ti.issym() or ti.islnk()):
-                return ti
-            target = ti.linkname if ti.islnk() else os.path.join(os.path.dirname(name), ti.linkname)
+    def _resolve(self, name: str) -> Member | None:
+        m = self._members.get(name)
+        for _ in range(MAX_INDEX_DEPTH):  # docker save links duplicate layers to one copy
+            if m is None or m.type not in (SYMLINK, HARDLINK):
+                return m
+            target = m.linkname if m.type == HARDLINK else os.path.join(os.path.dirname(name), m.linkname)
             name = safe_name(target) or ""
-            ti = self._members.get(name)
+            m = self._members.get(name)
         raise ImageError(f"link loop at {name} in the image tarball")
 
     def exists(self, name: str) -> bool:
         if self.is_dir:
             return os.path.isfile(os.path.join(self.path, name))
-        ti = self._resolve(name)
-        return ti is not None and ti.isfile()
+        m = self._resolve(name)
+        return m is not None and m.type == REGULAR
 
-    def blob(self, name: str, digest: str) -> Blob:
+    def blob(self, name: str, digest: str, *, content_digest: bool = False) -> Blob:
         if self.is_dir:
             p = os.path.join(self.path, name)
             try:
-                return Blob(p, 0, os.path.getsize(p), digest)
+                st = os.stat(p)
             except OSError:
                 raise ImageError(f"blob {name} missing from the layout") from None
-        ti = self._resolve(name)
-        if ti is None or not ti.isfile():
+            what = file_kind(st.st_mode)
+            if what is not None:
+                raise ImageError(f"blob {name} is {what}, not a regular file: not read")
+            return Blob(p, 0, st.st_size, digest, content_digest)
+        m = self._resolve(name)
+        if m is None or m.type != REGULAR:
             raise ImageError(f"{name} missing from the image tarball")
-        return Blob(self.path, ti.offset_data, ti.size, digest)
+        return Blob(self.path, m.data_offset, m.size, digest, content_digest)
 
     def json(self, name: str) -> Any:
         b = self.blob(name, "")
-        if b.size > MAX_JSON:
-            raise ImageError(f"{name}: {b.size} bytes, too large for image metadata")
-        with open(b.path, "rb") as f:
-            f.seek(b.offset)
-            raw = f.read(b.size)
+        if b.size > MAX_METADATA_JSON:
+            raise ImageError(
+                f"{name}: {b.size} bytes, more than the {MAX_METADATA_JSON} read as image metadata"
+            )
         try:
-            return json.loads(raw)
-        except ValueError as exc:
+            fd = open_regular(b.path)
+        except NotRegularFile as exc:
+            raise ImageError(f"{name}: {exc.strerror}") from None
+        try:
+            raw = os.pread(fd, b.size, b.offset)
+        finally:
+            os.close(fd)
+        try:
+            return safejson.loads(raw)
+        except ValueError as exc:  # json.JSONDecodeError, safejson.JsonLimitError
             raise ImageError(f"{name} is not valid JSON: {exc}") from None
 
 
@@ -153,78 +177,108 @@ class _Choice:
     name: str | None
 
 
-def _oci_manifests(src: _Source, desc: dict[str, Any], depth: int, ref: str | None) -> list[_Choice]:
-    if depth > MAX_NESTING:
-        raise ImageError("image indexes nested too deeply (a loop?)")
-    mt = desc.get("mediaType", "")
-    ann = desc.get("annotations") or {}
-    ref = ann.get("org.opencontainers.image.ref.name") or ann.get("io.containerd.image.name") or ref
-    if ann.get("vnd.docker.reference.type") == "attestation-manifest":
-        return []
-    name = _blob_name(desc.get("digest"))
-    if not src.exists(name):
-        return []  # a platform that was not saved
-    doc = src.json(name)
-    if not isinstance(doc, dict):
-        raise ImageError(f"{name}: not a JSON object")
-    if mt in INDEX_TYPES or (not mt and "manifests" in doc):
-        out: list[_Choice] = []
-        for d in doc.get("manifests") or []:
-            if isinstance(d, dict):
-                out += _oci_manifests(src, d, depth + 1, ref)
-        return out
-    if mt and mt not in MANIFEST_TYPES and "layers" not in doc:
-        return []
-    plat = _platform_str(desc.get("platform"))
-    cfg = doc.get("config") or {}
-    if plat is None and isinstance(cfg, dict) and src.exists(_blob_name(cfg.get("digest"))):
-        c = src.json(_blob_name(cfg.get("digest")))
-        plat = _platform_str(c) if isinstance(c, dict) else None
-    if plat and plat.startswith("unknown/"):
-        return []
-    layers = []
-    for ld in doc.get("layers") or []:
-        if not isinstance(ld, dict):
-            raise ImageError(f"{name}: bad layer descriptor")
-        layers.append(src.blob(_blob_name(ld.get("digest")), str(ld.get("digest"))))
-    return [_Choice(layers, plat, ref)]
+class _OciWalk:
+    """The manifests an OCI index leads to, through nested indexes: at most ``MAX_INDEX_DEPTH``
+    levels, each index blob read once (a loop or a fan-out of the same index costs nothing), at
+    most ``MAX_DESCRIPTORS`` descriptors in all."""
+
+    def __init__(self, src: _Source) -> None:
+        self.src = src
+        self.seen: set[str] = set()
+        self.descriptors = 0
+
+    def index(self, doc: dict[str, Any], depth: int, ref: str | None) -> list[_Choice]:
+        manifests = doc.get("manifests")
+        if not isinstance(manifests, list):
+            return []
+        self.descriptors += len(manifests)
+        if self.descriptors > MAX_DESCRIPTORS:
+            raise ImageError(f"the image indexes list more than {MAX_DESCRIPTORS} descriptors")
+        return [c for d in manifests if isinstance(d, dict) for c in self.descriptor(d, depth, ref)]
+
+    def descriptor(self, desc: dict[str, Any], depth: int, ref: str | None) -> list[_Choice]:
+        if depth > MAX_INDEX_DEPTH:
+            raise ImageError(f"image indexes nested more than {MAX_INDEX_DEPTH} levels deep (a loop?)")
+        mt = desc.get("mediaType", "")
+        ann = desc.get("annotations") or {}
+        if not isinstance(ann, dict):
+            ann = {}
+        ref = ann.get("org.opencontainers.image.ref.name") or ann.get("io.containerd.image.name") or ref
+        if ann.get("vnd.docker.reference.type") == "attestation-manifest":
+            return []
+        name = _blob_name(desc.get("digest"))
+        if not self.src.exists(name):
+            return []  # a platform that was not saved
+        is_index = mt in INDEX_TYPES
+        if is_index and name in self.seen:
+            return []  # an index already walked: its manifests are listed once
+        doc = self.src.json(name)
+        if not isinstance(doc, dict):
+            raise ImageError(f"{name}: not a JSON object")
+        if is_index or (not mt and "manifests" in doc):
+            self.seen.add(name)
+            return self.index(doc, depth + 1, ref)
+        if mt and mt not in MANIFEST_TYPES and "layers" not in doc:
+            return []
+        choice = self.manifest(name, doc, desc, ref)
+        return [] if choice.platform and choice.platform.startswith("unknown/") else [choice]
+
+    def manifest(self, name: str, doc: dict[str, Any], desc: dict[str, Any], ref: str | None) -> _Choice:
+        plat = _platform_str(desc.get("platform"))
+        cfg = doc.get("config") or {}
+        if plat is None and isinstance(cfg, dict) and self.src.exists(_blob_name(cfg.get("digest"))):
+            c = self.src.json(_blob_name(cfg.get("digest")))
+            plat = _platform_str(c) if isinstance(c, dict) else None
+        layers = doc.get("layers") or []
+        if not isinstance(layers, list) or len(layers) > MAX_LAYERS:
+            raise ImageError(f"{name}: not a list of at most {MAX_LAYERS} layers")
+        blobs = []
+        for ld in layers:
+            if not isinstance(ld, dict):
+                raise ImageError(f"{name}: bad layer descriptor")
+            blobs.append(self.src.blob(_blob_name(ld.get("digest")), str(ld.get("digest"))))
+        return _Choice(blobs, plat, ref)
 
 
 def _legacy_manifests(src: _Source) -> list[_Choice]:
     doc = src.json("manifest.json")
     if not isinstance(doc, list):
         raise ImageError("manifest.json: not a list")
+    if len(doc) > MAX_DESCRIPTORS:
+        raise ImageError(f"manifest.json: more than {MAX_DESCRIPTORS} images")
     out = []
     for m in doc:
         if not isinstance(m, dict) or not isinstance(m.get("Layers"), list):
             raise ImageError("manifest.json: entry without Layers")
+        if len(m["Layers"]) > MAX_LAYERS:
+            raise ImageError(f"manifest.json: an image of more than {MAX_LAYERS} layers")
         cfg: Any = {}
         if isinstance(m.get("Config"), str) and src.exists(safe_name(m["Config"]) or ""):
             cfg = src.json(safe_name(m["Config"]) or "")
-        diff_ids = (cfg.get("rootfs") or {}).get("diff_ids") if isinstance(cfg, dict) else None
+        rootfs = cfg.get("rootfs") if isinstance(cfg, dict) else None
+        diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
         layers = []
         for i, lp in enumerate(m["Layers"]):
             name = safe_name(str(lp))
             if name is None:
                 raise ImageError(f"manifest.json: layer path {lp!r} leaves the archive")
-            digest = _layer_digest(name, diff_ids, i, len(m["Layers"]))
-            layers.append(src.blob(name, digest))
-        tags = m.get("RepoTags") or []
-        out.append(
-            _Choice(
-                layers, _platform_str(cfg) if isinstance(cfg, dict) else None, str(tags[0]) if tags else None
-            )
-        )
+            digest, of_content = _layer_digest(name, diff_ids, i, len(m["Layers"]))
+            layers.append(src.blob(name, digest, content_digest=of_content))
+        tags = m.get("RepoTags")
+        tag = str(tags[0]) if isinstance(tags, list) and tags else None
+        out.append(_Choice(layers, _platform_str(cfg) if isinstance(cfg, dict) else None, tag))
     return out
 
 
-def _layer_digest(name: str, diff_ids: Any, i: int, n: int) -> str:
+def _layer_digest(name: str, diff_ids: Any, i: int, n: int) -> tuple[str, bool]:
+    """(digest, whether it is that of the uncompressed tar): a ``blobs/ALG/HEX`` member is its own
+    digest; a ``<id>/layer.tar`` has its ``diff_id`` from the config; else none (not cached)."""
     parts = name.split("/")
     if len(parts) == 3 and parts[0] == "blobs":
-        return f"{parts[1]}:{parts[2]}"
+        return f"{parts[1]}:{parts[2]}", False
     if isinstance(diff_ids, list) and len(diff_ids) == n and isinstance(diff_ids[i], str):
-        return diff_ids[i]
-    return ""  # unknown: the layer is not cached
+        return diff_ids[i], True
+    return "", False
 
 
 def open_image(path: str, platform: str | None = None) -> Image:
@@ -235,9 +289,7 @@ def open_image(path: str, platform: str | None = None) -> Image:
         idx = src.json("index.json")
         if not isinstance(idx, dict) or not isinstance(idx.get("manifests"), list):
             raise ImageError("index.json: no manifests list")
-        choices = [
-            c for d in idx["manifests"] if isinstance(d, dict) for c in _oci_manifests(src, d, 0, None)
-        ]
+        choices = _OciWalk(src).index(idx, 0, None)
     elif src.exists("manifest.json"):
         choices = _legacy_manifests(src)
     else:

@@ -38,6 +38,9 @@ from probe.arch.image.layers import (
     MemberStream,
     TarStream,
 )
+from probe.arch.image.streams import compression_of
+from probe.arch.inputs import open_regular
+from probe.arch.limits import MAX_HELD, size_text
 from probe.arch.records import FileRecord
 from probe.arch.roots import DEVICE_FILE_RE
 
@@ -45,8 +48,6 @@ log = logging.getLogger(__name__)
 
 #: members up to this size are described in memory; larger host ELFs are streamed
 SMALL_MEMBER = 16 << 20
-#: largest member held in memory (bare cubins / fatbins, and any ELF with --kernels)
-MAX_IN_MEMORY = 2 << 30
 MAX_SYMLINK_HOPS = 40
 
 
@@ -89,7 +90,7 @@ class Upper:
         self.layer_of: dict[str, int] = {}
 
     def hidden(self, path: str) -> bool:
-        if path in self.types or path in self.deleted:
+        if path in self.types or path in self.deleted or "" in self.deleted:  # "": opaque image root
             return True
         i = path.rfind("/")
         while i > 0:
@@ -144,16 +145,26 @@ def describe_member(tar: TarStream, m: Member, *, kernels: bool) -> FileRecord:
             describe(elf.Reader(lambda off, n: head[off : off + n], m.size), rec, name=name, kernels=False)
             return rec
         if is_ptx and m.size > MAX_PTX_FILE:
-            rec.kind, rec.error = "ptx", f"PTX file larger than {MAX_PTX_FILE >> 20} MiB: not read"
+            rec.kind, rec.error = "ptx", f"PTX file larger than {size_text(MAX_PTX_FILE)}: not read"
             return rec
         is_host_elf = elf.is_elf(head) and int.from_bytes(head[18:20], "little") != elf.EM_CUDA
-        if is_host_elf and m.size > SMALL_MEMBER and not kernels:
+        too_big = m.size > MAX_HELD
+        if is_host_elf and m.size > SMALL_MEMBER and (too_big or not kernels):
             from probe.arch.elfstream import stream_elf
 
             stream_elf(_one_shot(ms), m.size, rec, False)
+            if kernels and not rec.error:
+                rec.error = (
+                    f"kernels not read: {size_text(m.size)}, more than the {size_text(MAX_HELD)} --kernels "
+                    "holds in memory per member of a compressed layer (its arches are listed)"
+                )
             return rec
-        if m.size > MAX_IN_MEMORY:
-            rec.error = f"member larger than {MAX_IN_MEMORY >> 30} GiB: not read"
+        if too_big:
+            rec.kind = "cubin" if elf.is_elf(head) else "fatbin"
+            rec.error = (
+                f"{size_text(m.size)}: more than the {size_text(MAX_HELD)} held in memory per member "
+                "of a compressed layer: not read"
+            )
             return rec
         describe(elf.Reader.from_buffer(ms.read_all()), rec, name=name, kernels=kernels)
     except (elf.ElfParseError, fatbin.FatbinParseError) as exc:
@@ -161,13 +172,19 @@ def describe_member(tar: TarStream, m: Member, *, kernels: bool) -> FileRecord:
     return rec
 
 
-def read_layer(fd: int, blob: Blob, upper: Upper, *, kernels: bool, idx: LayerIndex) -> None:
-    """One pass over a layer: fill ``idx`` (member list, RECORDs, records of visible members)."""
-    tar = TarStream(fd, blob)
+def read_layer(fd: int, blob: Blob, upper: Upper, *, kernels: bool, idx: LayerIndex) -> bool:
+    """One pass over a layer: fill ``idx`` (member list, RECORDs, records of visible members).
+    The blob is checked against its digest as it streams: a mismatch sets ``idx.error``. True when
+    the digest was verified (only then may the layer be cached under it)."""
+    tar = TarStream(fd, blob, verify=True)
     try:
         _read_members(tar, upper, kernels=kernels, idx=idx)
+        bad = tar.digest_mismatch()
     finally:
         tar.close()
+    if bad:
+        idx.error = bad
+    return tar.digest is not None and bad is None
 
 
 def _read_members(tar: TarStream, upper: Upper, *, kernels: bool, idx: LayerIndex) -> None:
@@ -208,6 +225,61 @@ def _complete(idx: LayerIndex, upper: Upper) -> bool:
     )
 
 
+def _open_blob(fds: dict[str, int], blob: Blob) -> int:
+    """The (shared) descriptor of the file holding ``blob``; a FIFO or device is never opened for
+    reading (:class:`~probe.arch.inputs.NotRegularFile`)."""
+    if blob.path not in fds:
+        fds[blob.path] = open_regular(blob.path)
+    return fds[blob.path]
+
+
+def _from_cache(
+    fd: int, blob: Blob, key: str | None, cache: LayerCache | None, upper: Upper
+) -> tuple[LayerIndex | None, LayerIndex | None]:
+    """(usable entry, entry to extend): a cached index is used only for a blob that holds its digest
+    (:meth:`LayerCache.holds_digest`) and when it lists every member visible now."""
+    if cache is None or key is None:
+        return None, None
+    hit = cache.get(key)
+    if not hit:
+        return None, None
+    try:
+        idx = LayerIndex.from_json(hit)
+    except (TypeError, KeyError, ValueError, AttributeError):
+        log.warning("unreadable layer cache entry for %s: ignored", blob.digest)
+        return None, None
+    if not cache.holds_digest(fd, blob):
+        return None, None  # read it: the digest mismatch is found (and reported) while it streams
+    return (idx, None) if _complete(idx, upper) else (None, idx)
+
+
+def _one_layer(
+    blob: Blob, fds: dict[str, int], upper: Upper, *, kernels: bool, cache: LayerCache | None
+) -> LayerIndex:
+    """The index of one layer: from the cache when it may be used, else read (and then cached when
+    its digest was verified)."""
+    idx = LayerIndex()
+    try:
+        fd = _open_blob(fds, blob)
+        key = layer_key(blob, kernels, compression_of(os.pread(fd, 4, blob.offset)) is not None)
+        hit, old = _from_cache(fd, blob, key, cache, upper)
+        if hit is not None:
+            return hit
+        verified = read_layer(fd, blob, upper, kernels=kernels, idx=idx)
+    except LayerError as exc:
+        idx.error = str(exc)
+        return idx
+    except OSError as exc:
+        idx.error = f"cannot read: {exc.strerror or exc}"
+        return idx
+    if old is not None and idx.error is None:  # keep members read by earlier scans
+        idx.records = {**{p: r for p, r in old.records.items() if p in idx.types}, **idx.records}
+    if cache is not None and verified and idx.error is None:
+        cache.put(key, idx.to_json())
+        cache.remember_verified(fd, blob)
+    return idx
+
+
 def layer_indexes(
     blobs: list[Blob], *, kernels: bool, cache: LayerCache | None
 ) -> tuple[list[LayerIndex], Upper]:
@@ -217,30 +289,7 @@ def layer_indexes(
     fds: dict[str, int] = {}
     try:
         for n in range(len(blobs) - 1, -1, -1):
-            blob = blobs[n]
-            key = layer_key(blob.digest, blob.size, kernels) if cache else None
-            hit = cache.get(key) if cache else None
-            idx = None
-            if hit:
-                try:
-                    idx = LayerIndex.from_json(hit)
-                except (TypeError, KeyError, ValueError, AttributeError):
-                    log.warning("unreadable layer cache entry for %s: ignored", blob.digest)
-            if idx is None or not _complete(idx, upper):
-                old = idx
-                idx = LayerIndex()
-                try:
-                    if blob.path not in fds:
-                        fds[blob.path] = os.open(blob.path, os.O_RDONLY)
-                    read_layer(fds[blob.path], blob, upper, kernels=kernels, idx=idx)
-                except LayerError as exc:
-                    idx.error = str(exc)
-                except OSError as exc:
-                    idx.error = f"cannot read: {exc.strerror or exc}"
-                if old is not None and idx.error is None:  # keep members read by earlier scans
-                    idx.records = {**{p: r for p, r in old.records.items() if p in idx.types}, **idx.records}
-                if cache and idx.error is None:
-                    cache.put(key, idx.to_json())
+            idx = _one_layer(blobs[n], fds, upper, kernels=kernels, cache=cache)
             upper.add(idx, n)
             out.append(idx)
     finally:

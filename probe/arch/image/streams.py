@@ -1,14 +1,23 @@
 """Byte streams of a layer blob: ``os.pread`` on the image file, gzip (multi-member) / zstd
 inflation in bounded pieces, and a helper thread that inflates ahead while the tar is parsed.
+
+Every blob is checked against the digest it claims while it streams (:class:`Digest`: the hash
+of the compressed bytes runs beside the inflate), and an inflate that expands past
+:data:`probe.arch.limits.MAX_EXPANSION` times its input (after
+:data:`~probe.arch.limits.LAYER_EXPANSION_FLOOR`) stops with a :class:`LayerError`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import queue
+import re
 import threading
 from dataclasses import dataclass
 from typing import IO, Any, cast
+
+from probe.arch.limits import LAYER_EXPANSION_FLOOR, MAX_EXPANSION, size_text
 
 IN_CHUNK = 1 << 20  # compressed bytes per read
 OUT_MAX = 8 << 20  # inflated bytes per decompress call at most
@@ -24,11 +33,72 @@ class Blob:
     path: str
     offset: int
     size: int
-    digest: str  # "sha256:…" (content address: the cache key)
+    digest: str  # "sha256:…" (content address: the cache key once verified)
+    #: the digest is that of the uncompressed tar (a docker-save ``diff_id``), not of the blob
+    content_digest: bool = False
+
+
+def compression_of(head: bytes) -> str | None:
+    """ "gzip" / "zstd" from a blob's first 4 bytes, None for a plain tar."""
+    if head[:2] == GZIP_MAGIC:
+        return "gzip"
+    return "zstd" if head[:4] == ZSTD_MAGIC else None
 
 
 class LayerError(ValueError):
     """A layer that cannot be read: truncated, corrupt compression, or not a tar archive."""
+
+
+#: digest algorithms of the OCI image spec, with their hex lengths
+_ALGORITHMS = {"sha256": 64, "sha512": 128}
+_HEX = re.compile(r"^[0-9a-f]+$")
+HASH_CHUNK = 4 << 20
+
+
+class Digest:
+    """The digest a blob claims and the running hash of its bytes (:meth:`update` in order)."""
+
+    def __init__(self, claimed: str) -> None:
+        self.claimed = claimed
+        alg, _, hexd = claimed.partition(":")
+        ok = _ALGORITHMS.get(alg) == len(hexd) and bool(_HEX.match(hexd))
+        self._h: Any = hashlib.new(alg) if ok else None
+        self.alg = alg
+
+    @staticmethod
+    def verifiable(blob: Blob, compressed: bool | None = None) -> bool:
+        """A digest this reader can check: a known algorithm, and of the bytes it reads."""
+        alg, _, hexd = blob.digest.partition(":")
+        if _ALGORITHMS.get(alg) != len(hexd) or not _HEX.match(hexd):
+            return False
+        return not (blob.content_digest and compressed is not False)
+
+    def update(self, data: bytes) -> None:
+        if self._h is not None:
+            self._h.update(data)
+
+    def mismatch(self) -> str | None:
+        """None when the bytes hashed match the claim, else the error message."""
+        if self._h is None:
+            return None
+        got = f"{self.alg}:{self._h.hexdigest()}"
+        if got == self.claimed:
+            return None
+        return (
+            f"content does not match its digest {self.claimed} (it hashes to {got}): "
+            "not cached; the files listed for it are what it holds"
+        )
+
+
+def hash_blob(fd: int, blob: Blob, digest: Digest, stop: threading.Event | None = None) -> None:
+    """Hash the whole blob into ``digest`` (pread in pieces; hashlib releases the GIL)."""
+    pos, end = blob.offset, blob.offset + blob.size
+    while pos < end and not (stop is not None and stop.is_set()):
+        data = os.pread(fd, min(HASH_CHUNK, end - pos), pos)
+        if not data:
+            raise LayerError("the image file ends inside a layer (truncated)")
+        digest.update(data)
+        pos += len(data)
 
 
 def _zlib_module() -> Any:
@@ -38,13 +108,15 @@ def _zlib_module() -> Any:
 
 
 class RawSource:
-    """Sequential reads of a blob with ``os.pread`` (no shared file position)."""
+    """Sequential reads of a blob with ``os.pread`` (no shared file position); every byte read
+    goes through ``digest`` when one is given."""
 
-    def __init__(self, fd: int, blob: Blob) -> None:
+    def __init__(self, fd: int, blob: Blob, digest: Digest | None = None) -> None:
         self.fd = fd
         self.base = blob.offset
         self.end = blob.offset + blob.size
         self.pos = blob.offset
+        self.digest = digest
 
     def read(self, n: int) -> bytes:
         n = min(n, self.end - self.pos)
@@ -54,7 +126,14 @@ class RawSource:
         if not data:
             raise LayerError("the image file ends inside a layer (truncated)")
         self.pos += len(data)
+        if self.digest is not None:
+            self.digest.update(data)
         return data
+
+    def drain(self) -> None:
+        """Read (and hash) what is left of the blob."""
+        while self.read(HASH_CHUNK):
+            pass
 
 
 class Inflater:
@@ -65,6 +144,7 @@ class Inflater:
         self.kind = kind
         self._pending = b""
         self._done = False
+        self.out_total = 0  # inflated bytes handed out
         self._zmod = _zlib_module()
         self._z: Any = None
         if kind == "gzip":
@@ -85,11 +165,19 @@ class Inflater:
     def read(self) -> bytes:
         """The next piece of output, ``b""`` at the end of the stream."""
         try:
-            return self._read_gzip() if self.kind == "gzip" else self._zr.read(OUT_MAX)
+            out = self._read_gzip() if self.kind == "gzip" else self._zr.read(OUT_MAX)
         except LayerError:
             raise
         except Exception as exc:  # zlib.error, zstandard.ZstdError: corrupt or truncated data
             raise LayerError(f"corrupt {self.kind} data: {exc}") from None
+        self.out_total += len(out)
+        consumed = self._raw.pos - self._raw.base
+        if self.out_total > LAYER_EXPANSION_FLOOR and self.out_total > MAX_EXPANSION * consumed:
+            raise LayerError(
+                f"{self.kind} data expands more than {MAX_EXPANSION}x ({size_text(self.out_total)} from "
+                f"{size_text(consumed)}): a decompression bomb? not read further"
+            )
+        return out
 
     def _read_gzip(self) -> bytes:
         while not self._done:
