@@ -72,6 +72,13 @@ def _open_matrix_file(path: str | Path) -> int:
         raise UsageError(f"{p}: no such file")
     if p.is_dir():
         raise UsageError(f"{p}: is a folder, expected a matrix JSON file")
+    if p.name.endswith(".gz") and p.is_file():  # a compressed matrix: read through an inflated copy
+        with tempfile.TemporaryFile() as tmp:
+            tmp.write(read_gzip_text(p).encode("utf-8"))
+            tmp.flush()
+            fd = os.dup(tmp.fileno())  # the inflated copy lives while this descriptor is open
+        os.lseek(fd, 0, os.SEEK_SET)
+        return fd
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -301,3 +308,45 @@ def write_text_atomic(path: str | Path, text: str | Iterable[str]) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     log.debug("wrote %s (%d characters)", p, size)
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    """:func:`write_text_atomic` for bytes (gzip-compressed prediction files)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        mask = os.umask(0o022)
+        os.umask(mask)
+        Path(tmp).chmod(0o666 & ~mask)
+        Path(tmp).replace(p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+#: the most a gzip-compressed matrix may expand to when read (published prediction files: ~2 MB)
+GZIP_LIMIT = 256 << 20
+
+
+def read_gzip_text(path: str | Path, limit: int = GZIP_LIMIT) -> str:
+    """The text of a ``*.json.gz`` matrix, inflated as a stream and refused past ``limit`` bytes (a gzip
+    bomb is an invalid input, never a buffer)."""
+    import gzip
+    import zlib
+
+    out = bytearray()
+    try:
+        with gzip.open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                out += chunk
+                if len(out) > limit:
+                    raise BadInputError(f"{path}: inflates past {limit >> 20} MiB: not a matrix")
+    except (OSError, EOFError, zlib.error) as exc:
+        raise BadInputError(f"{path}: not a gzip file: {exc}") from exc
+    try:
+        return out.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadInputError(f"{path}: not UTF-8 text: {exc}") from exc

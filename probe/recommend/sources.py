@@ -21,6 +21,7 @@ from probe.catalog import datafiles
 from probe.catalog import reports as catalog_reports
 from probe.errors import BadInputError, UsageError
 from probe.matrix import cell_rules
+from probe.matrix.io import read_gzip_text
 from probe.matrix.scan_predictions import is_static_predictions, predicted_cell_dicts
 from probe.recommend.reports import report_cells
 from probe.recommend.types import EvidenceCell, LoadedEvidence
@@ -122,7 +123,7 @@ def default_matrix_paths() -> list[Path]:
     return [shipped] if shipped is not None else []
 
 
-_PER_GPU = re.compile(r"^sm_(\d+)\.json$")
+_PER_GPU = re.compile(r"^sm_(\d+)\.json(?:\.gz)?$")
 
 
 def per_gpu_sm(path: Path) -> int | None:
@@ -154,7 +155,8 @@ def json_files(paths: Iterable[Path], sm: int | None = None, predictions: str | 
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
-            files.extend(sorted(x for x in p.rglob("*.json") if _wanted(x, sm, predictions) and x.is_file()))
+            found = [*p.rglob("*.json"), *p.rglob("*.json.gz")]
+            files.extend(sorted(x for x in found if _wanted(x, sm, predictions) and x.is_file()))
         elif p.is_file():
             files.append(p)
         else:
@@ -241,7 +243,7 @@ def _read_document(f: Path, only_sm: int | None = None) -> dict[str, Any] | None
     """The parsed file; None for a measured matrix of another GPU than ``only_sm`` (nothing in it
     concerns the asked GPU)."""
     try:
-        text = f.read_text(encoding="utf-8")
+        text = read_gzip_text(f) if f.name.endswith(".gz") else f.read_text(encoding="utf-8")
         if _other_gpu_head(text, only_sm):
             return None
         doc = safejson.loads(text)
