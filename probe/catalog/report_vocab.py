@@ -139,6 +139,11 @@ SETTING_DEFAULTS: dict[str, object] = {
     "lora": False,
     "dtype": "bf16",
 }
+#: model facts a speculative-decoding method adds to the deployment through its drafter: DFlash's
+#: block-diffusion drafter runs non-causal attention beside the causal target model
+SPEC_DRAFT_FEATURES: dict[str, dict[str, object]] = {
+    "dflash": {"non_causal": True},
+}
 BOUND = re.compile(r"^(>=|<=|>|<)(\d+)$")
 
 #: packages a report may name versions of

@@ -56,7 +56,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         "--output",
         metavar="FILE|DIR",
         help="write the matrix JSON here; a path not ending in .json is a folder that gets one file "
-        "per GPU (sm_90.json …), the layout of matrices/predicted/",
+        "per GPU (sm_90.json.gz …), the layout of matrices/predicted/",
     )
     p.add_argument("--json", action="store_true", help="print the matrix JSON on stdout")
 

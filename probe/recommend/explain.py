@@ -178,7 +178,9 @@ def departures(
         got = chosen.get(role)
         if not pick or not got or pick == got:
             continue
-        against = next((r for r in ruled if r["role"] == role and r["backend"] == pick), None)
+        against = next(  # a refusal of one FA version is not one of the backend vLLM picks
+            (r for r in ruled if r["role"] == role and r["backend"] == pick and r["fa_version"] is None), None
+        )
         if against is not None:
             why = f"ruled out ({against['source']}): {against['reason'][:200]}"
         else:
@@ -194,9 +196,10 @@ def why_not(
     ruled: list[RuledOut],
     notes: list[str],
     ranking: str | None = None,
+    below: str | None = None,
 ) -> list[str]:
-    """The evidence against one backend, in words: what ruled it out, else why it was not chosen, else
-    "nothing against it"."""
+    """The evidence against one backend, in words: what ruled it out, else why it ranked below the
+    answer (``below``: :func:`probe.recommend.select.rank_reason`), else "nothing against it"."""
     if chosen.get(role) == backend:
         return [f"{backend} is the answer's {role} backend"]
     against = [r for r in ruled if r["backend"] == backend]
@@ -207,4 +210,6 @@ def why_not(
         ]
     first = chosen.get(role)
     ranked = f"; the answer's {role} backend {first} ranks first: {ranking}" if first and ranking else ""
+    if below:
+        return [f"not ruled out, but it ranks below {first}: {below}{ranked}", *notes]
     return [f"nothing against it: {backend} is not ruled out{ranked}", *notes]

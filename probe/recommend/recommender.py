@@ -146,6 +146,7 @@ def _answer(
         speed=speed,
         runner_up=runner,
         halves=halves,
+        ranked_below=_ranked_below(pairs, prefs),
         warnings=list(dict.fromkeys(warnings)),
     )
 
@@ -159,6 +160,16 @@ def _rank_reasons(
         mine = [p for p in pairs if (p.moe if role == "moe" else p.attn) == pick]
         if pick and mine and mine[0] is not pairs[0]:
             out[role] = select.rank_reason(pairs[0], mine[0], prefs)
+    return out
+
+
+def _ranked_below(pairs: list[Pair], prefs: select.Preferences) -> dict[str, str]:
+    """Per backend that is not in the best pair: why its best pair ranked below the answer."""
+    best, out = pairs[0], {}
+    for p in pairs[1:]:
+        for name, mine in ((p.moe, best.moe), (p.attn, best.attn)):
+            if name and name != mine and name not in out:
+                out[name] = select.rank_reason(best, p, prefs)
     return out
 
 
@@ -269,7 +280,8 @@ def _why_not(backend: str, rec: Recommendation) -> list[str]:
     notes = [w for w in rec.warnings if backend in w]
     half = rec.halves.get(role)
     ranking = half["text"] if half else None
-    return explain.why_not(backend, role, chosen, rec.ruled_out, notes, ranking)
+    below = rec.ranked_below.get(backend)
+    return explain.why_not(backend, role, chosen, rec.ruled_out, notes, ranking, below)
 
 
 @dataclass(frozen=True)
@@ -319,14 +331,13 @@ def _recommend(
         matrices=got.loaded.files,
     )
     warnings = cautions.every_engine_run_failed(rel, req)
-    pairs = _engine_pairs(rel, req, basis, warnings)
-    if pairs:
-        ruled = [c for c in rel.all if c.failed and c.evidence != "predicted"]
-        return _answer(base, req, ctx, _Ladder(None, None, ruled), pairs, warnings)
     moe = halves.half(rel, mine, req, "moe", fd) if req.experts else None
     attn = halves.half(rel, mine, req, "attention", fd)
     ruled = [c for h in (moe, attn) if h is not None for c in h.ruled_out]
     ruled = unique_cells(ruled + [c for c in rel.all if c.failed and c.evidence != "predicted"])
+    pairs = _engine_pairs(rel, req, basis, warnings)
+    if pairs:  # an end-to-end run answers both halves; what the halves ruled out is still said
+        return _answer(base, req, ctx, _Ladder(None, None, ruled), pairs, warnings)
     ladder = _Ladder(moe, attn, ruled)
     if measured_here and moe is not None and moe.basis != "measured":
         warnings += cautions.no_moe_shape(rel, req)

@@ -53,8 +53,15 @@ def request_features(req: Request) -> dict[str, Any]:
         "kv_cache_dtype": req.deploy.kv_cache_dtype,
         "ep": req.deploy.ep,
         "dp": req.deploy.dp,
-        **({"spec_decode": req.deploy.speculative} if req.deploy.speculative else {}),
+        **_speculative(req.deploy.speculative),
     }
+
+
+def _speculative(method: str | None) -> dict[str, Any]:
+    """The speculative-decoding setting and the model facts its drafter adds (DFlash: non-causal)."""
+    if not method:
+        return {}
+    return {"spec_decode": method, **vocab.SPEC_DRAFT_FEATURES.get(method.lower(), {})}
 
 
 def is_model(req: Request, name: Any) -> bool:

@@ -66,7 +66,7 @@ def moe_relevant(c: EvidenceCell, req: Request, flags: dict[str, Any]) -> bool:
         return False
     if c.get("basis") == "vllm_check":  # vLLM's own check, for this model: its quant, TP, deployment
         return (
-            c.get("quant") == req.quant and c.get("tp") in (None, req.tp or 1) and deploy_fits(c, req, "moe")
+            c.get("quant") == req.quant and c.get("tp") in (None, req.least_tp) and deploy_fits(c, req, "moe")
         )
     if c.evidence == "predicted":
         return _predicted_moe_relevant(c, req, flags)

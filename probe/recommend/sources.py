@@ -150,12 +150,13 @@ def _wanted(path: Path, sm: int | None, predictions: str | None) -> bool:
 
 def json_files(paths: Iterable[Path], sm: int | None = None, predictions: str | None = None) -> list[Path]:
     """The files named, and the ``*.json`` files under the folders named. Per-GPU prediction files
-    found in a folder (``sm_<N>.json``) are kept only when ``sm`` is ``N`` and, in a
-    ``vllm-<version>/`` folder, only when ``predictions`` is that version."""
+    found in a folder (``sm_<N>.json[.gz]``; no other ``.gz``: a run's plan or journal) are kept
+    only when ``sm`` is ``N`` and, in a ``vllm-<version>/`` folder, only when ``predictions`` is
+    that version."""
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
-            found = [*p.rglob("*.json"), *p.rglob("*.json.gz")]
+            found = [*p.rglob("*.json"), *(x for x in p.rglob("sm_*.json.gz") if _PER_GPU.match(x.name))]
             files.extend(sorted(x for x in found if _wanted(x, sm, predictions) and x.is_file()))
         elif p.is_file():
             files.append(p)

@@ -180,6 +180,14 @@ class Request:
     def mla(self) -> bool:
         return self.profile.mla is not None
 
+    @property
+    def least_tp(self) -> int:
+        """The TP vLLM's checks are read at: ``--tp``, else the least the deployment runs at (expert
+        parallelism on one data-parallel rank spans TP ranks: 2; otherwise 1)."""
+        if self.tp:
+            return self.tp
+        return 2 if self.deploy.ep and self.deploy.dp == 1 else 1
+
     def is_model(self, name: Any) -> bool:
         return isinstance(name, str) and norm(name) in self.name_keys
 
@@ -269,6 +277,8 @@ class Recommendation:
     ruled_out: list[RuledOut] = field(default_factory=list)  # one per backend, with the reason
     needs: list[str] = field(default_factory=list)  # what the answer needs to work (packages, engine args)
     why_not: list[str] = field(default_factory=list)  # --why-not BACKEND: the evidence against it
+    # a backend that works here but is not the answer's -> why its best pair ranked lower
+    ranked_below: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     matrices: list[str] = field(default_factory=list)

@@ -77,7 +77,7 @@ def is_scan(c: EvidenceCell) -> bool:
 
 
 def _tp_fits(c: EvidenceCell, req: Request) -> bool:
-    return c.get("tp") in (None, req.tp or 1)
+    return c.get("tp") in (None, req.least_tp)
 
 
 def deploy_fits(c: EvidenceCell, req: Request, role: str) -> bool:

@@ -16,7 +16,7 @@ from probe.recommend.types import EvidenceCell, Request
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRICES = [ROOT / "matrices"]
-PUBLISHED = (ROOT / "matrices" / "predicted" / "vllm-0.33.0" / "sm_90.json").is_file()
+PUBLISHED = (ROOT / "matrices" / "predicted" / "vllm-0.33.0" / "sm_90.json.gz").is_file()
 pytestmark = pytest.mark.skipif(not PUBLISHED, reason="the vLLM 0.33.0 predictions are not published")
 
 
