@@ -1,6 +1,8 @@
 """The figures of a budgeted `probe run` from its journal (and the pre-pass's `JOURNAL.warm.jsonl` beside it).
 
-Usage:  python3 benchmarks/budget_stats.py JOURNAL [--wall-s SECONDS] [--budget-s SECONDS]
+Usage:  python3 benchmarks/budget_stats.py JOURNAL [--prepass JOURNAL] [--wall-s SECONDS] [--budget-s SECONDS]
+
+(``--prepass``: the pre-pass's journal; default ``JOURNAL.warm.jsonl``, where ``probe run`` writes it.)
 
 Prints: cells per outcome (measured / reused / not_run), the not_run reasons grouped, whether any cell
 stopped while compiling was recorded as a failure (``timeout`` in phase ``jit``: must be 0), the JIT
@@ -32,6 +34,7 @@ def _reason(cause: str | None) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("journal")
+    ap.add_argument("--prepass", default=None, help="the JIT pre-pass's journal (default JOURNAL.warm.jsonl)")
     ap.add_argument("--wall-s", type=float, default=None, help="the whole run's wall time (seconds)")
     ap.add_argument("--budget-s", type=float, default=None, help="its --budget (seconds)")
     args = ap.parse_args()
@@ -52,7 +55,7 @@ def main() -> int:
     ok = [r["wall_s"] for r in measured if r.get("outcome") == "ok"]
     if ok:
         print(f"ok cells: {len(ok)}, median {statistics.median(ok):.2f} s")
-    warm = Path(f"{args.journal}.warm.jsonl")
+    warm = Path(args.prepass or f"{args.journal}.warm.jsonl")
     for r in timed_rows(warm) if warm.is_file() else []:
         units = (r.get("details") or {}).get("jit_units") or {}
         built = f", {units.get('done')} of {units.get('total')} units" if units else ""

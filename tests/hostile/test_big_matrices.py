@@ -56,14 +56,15 @@ def test_recommendations_from_summaries_are_those_from_full_cells(path):
     from probe.catalog.models import load_profiles
     from probe.decide.compare import evidence_of, recommendation_for
     from probe.recommend.recommender import recommend
-    from probe.recommend.sources import matrix_cells, reported_cells
+    from probe.recommend.sources import evidence_versions, mark_superseded, matrix_cells, reported_cells
     from probe.recommend.types import LoadedEvidence
 
     m = load_document(path)
     assert isinstance(m, Matrix) and m.provenance.gpu is not None
-    full = LoadedEvidence(
-        matrix_cells(json.loads(path.read_text()), Path("<matrix>")) + reported_cells(), ["<matrix>"]
-    )
+    cells = matrix_cells(json.loads(path.read_text()), Path("<matrix>"))
+    cells += reported_cells(evidence_versions(cells), gpus=[m.provenance.gpu.sm])
+    mark_superseded(cells)
+    full = LoadedEvidence(cells, ["<matrix>"])
     slim = evidence_of(m)
     for profile in load_profiles():
         try:
