@@ -149,15 +149,16 @@ class ExceptionRule(BaseModel):
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     type: str | None = None
     message: str | None = None
+    frame: str | None = None  # the file of the innermost traceback frame (where it was raised)
     outcome: Outcome
     reason: str | None = None
     example: str | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ExceptionRule:
-        if self.type is None and self.message is None:
-            raise ValueError(f"exception rule {self.id} needs a type or a message")
-        for rx in (self.type, self.message):
+        if self.type is None and self.message is None and self.frame is None:
+            raise ValueError(f"exception rule {self.id} needs a type, a message or a frame")
+        for rx in (self.type, self.message, self.frame):
             if rx is not None:
                 try:
                     re.compile(rx)
@@ -172,6 +173,21 @@ class ExceptionRule(BaseModel):
     @functools.cached_property
     def message_pattern(self) -> re.Pattern[str] | None:
         return None if self.message is None else re.compile(self.message, re.IGNORECASE)
+
+    @functools.cached_property
+    def frame_pattern(self) -> re.Pattern[str] | None:
+        return None if self.frame is None else re.compile(self.frame)
+
+    def explains(self, etype: str, msg: str, frame: str | None) -> bool:
+        """Whether this rule reads an exception of this type and message, raised in this file."""
+        return (
+            (self.type_pattern is None or self.type_pattern.search(etype) is not None)
+            and (self.message_pattern is None or self.message_pattern.search(msg) is not None)
+            and (
+                self.frame_pattern is None
+                or (frame is not None and self.frame_pattern.search(frame) is not None)
+            )
+        )
 
 
 DecisionRuleId = Literal[

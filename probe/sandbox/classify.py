@@ -53,11 +53,20 @@ _EXC_TYPE = r"(?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrup
 _EXC = re.compile(rf"^\s*({_EXC_TYPE})(?::\s?(.*))?$")
 # the repr form vLLM and others log: AssertionError('Only FlashAttention backend is supported for now.')
 _EXC_REPR = re.compile(rf"^\s*({_EXC_TYPE})\((['\"])(.*)\2,?\)\s*$")
-_FRAME = re.compile(r'^\s*File "[^"]*", line \d+')
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line \d+')
 # a native backtrace frame: "4   0x7f6ce80a9b72 ns::Class::fn(...) + 50", "#3 0x...", "[ 2] /lib/x.so(+0x...)"
 _NATIVE_FRAME = re.compile(r"^\s*(?:#?\d+\s+0x[0-9a-fA-F]+\s|\[\s*\d+\]\s)")
 _FRAME_REACH = 64  # lines a backtrace may run below the error it belongs to
 _TB_START = "Traceback (most recent call last)"
+# a native (C/C++) assertion is an exception too: TensorRT / MSVC "Assertion failed: MSG (file:line)",
+# glibc "prog: file:line: fn: Assertion `COND' failed.", TensorRT "Assertion Error in FN: 0 (MSG)"
+_NATIVE_ASSERT = re.compile(
+    r"(?:^|[\s:\]])Assertion failed:\s*(?P<a>.+?)\s*(?:\((?:[^()]*[/\\])?[\w.-]+:\d+\))?\s*$"
+    r"|\bAssertion [`'](?P<b>.+?)[`'] failed\b"
+    r"|\bAssertion Error in [\w:~<>]+: \d+ \((?P<c>.*)\)\s*$"
+)
+# pytest's short summary: "FAILED tests/x.py::test[p] - RuntimeError: message"
+_PYTEST_FAILED = re.compile(r"(?:^|\s)FAILED \S+::\S+ - (?P<rest>\S.*)$")
 
 
 def _cap(raw: str) -> str:
@@ -89,8 +98,10 @@ class LogScanner:
         self._in_tb = False
         self._after_frame = False  # the previous line was a traceback frame: this one is its source
         self._last_src: tuple[int, str] | None = None  # the last source line quoted in a traceback
+        self._last_frame: str | None = None  # the file of the last traceback frame (where it was raised)
         self._last_error: tuple[int, str] | None = None  # the last error line a native backtrace may explain
         self._warn_body = 0  # lines left of a Python warning's message
+        self._context_open = False  # the last line was benign context ending in ':' (its message follows)
         self.window: LogWindow | None = None  # what feed_stream read
         self.gap_after: int | None = None  # line numbers after this line are not known (bytes skipped)
         self.text_lines = 0  # non-blank lines seen
@@ -125,7 +136,7 @@ class LogScanner:
             self.gap_after = self.n
         self._in_tb = self._after_frame = False
         self._warn_body = 0
-        self._last_src = None
+        self._last_src = self._last_frame = None
 
     def reported_line(self, line_no: int | None) -> int | None:
         """The line number to report: None after a gap (the skipped lines were not counted)."""
@@ -139,25 +150,54 @@ class LogScanner:
         line = clean_line(_cap(raw))
         body = strip_prefixes(line)
         stripped = body.strip()
-        sig = self.match.best(body) if stripped else None
+        # indentation (CI logs, pip's build output, quoting) does not change what a line says
+        sig = self.match.best(stripped) if stripped else None
         self._mark_phase(n, body)
         text = line.strip()[:1000]
         if not stripped:
             self._after_frame = False
             return
         self.text_lines += 1
-        if self._python_warning(n, text, line, body, sig):
+        if self._python_warning(n, text, line, body, sig) or self._context_message(n, text, sig):
             return
         if sig is not None and sig.kind == "stall" and _DONE_PROGRESS.search(body):
             sig = None
-        sig, exc_m, quoted = self._traceback(n, body, stripped, sig)
+        sig, exc, quoted = self._traceback(n, body, stripped, sig)
+        if exc is None and not quoted and (sig is None or sig.kind == "wrapper"):
+            exc = self._native(n, text, stripped, sig)
+            sig = None if exc is not None else sig
         if sig is not None:
             self._record(*self._frame_owner(n, text, body, sig), sig)
-        elif exc_m is not None:
-            self._exception(n, text, exc_m)
+            self._context_open = sig.kind in ("benign", "degraded") and stripped.endswith(":")
+        elif exc is not None:
+            self._exception(n, text, *exc)
         elif not quoted:
             self._garbage(n, text, body)
         self.tail.append((n, text, sig))
+
+    def _native(self, n: int, text: str, stripped: str, sig: Signature | None) -> tuple[str, str] | None:
+        """A native assertion or a pytest summary line, read as an exception. On a wrapper line
+        (TensorRT-LLM's ``[ERROR]``) one whose message states a cause leaves the wrapper's reading; one
+        that states none (an internal invariant such as ``mNextBlocks.empty()``) is an unexplained
+        exception, which outranks wrappers. A native backtrace below it explains this line
+        (``_frame_owner``)."""
+        exc = _native_exception(stripped)
+        if exc is None or (sig is not None and self._map_exception(*exc)[0] is not Outcome.CRASHED):
+            return None
+        self._last_error = (n, text)
+        return exc
+
+    def _context_message(self, n: int, text: str, sig: Signature | None) -> bool:
+        """The line after a benign or degraded context that ends in ':' ("Skipping tactic ... due to failure
+        while profiling:") is that context's message, quoted: not evidence of its own (a fault marker
+        still is). True: consumed."""
+        if not self._context_open:
+            return False
+        self._context_open = False
+        if sig is not None and sig.kind not in ("decisive", "wrapper", "echo"):
+            return False
+        self.tail.append((n, text, None))
+        return True
 
     def _frame_owner(self, n: int, text: str, body: str, sig: Signature) -> tuple[int, str]:
         """(line, text) a hit is reported on. A decisive match on a native backtrace frame (a frame
@@ -185,7 +225,7 @@ class LogScanner:
         if _PYWARN.match(body):
             self._warn_body = 3
             if sig is not None and sig.kind not in ("benign", "degraded"):
-                sig = self.match.best(body, kinds=("benign", "degraded"))
+                sig = self.match.best(stripped, kinds=("benign", "degraded"))
             self.tail.append((n, text, sig))
             if sig is not None:
                 self._record(n, text, sig)
@@ -204,15 +244,17 @@ class LogScanner:
 
     def _traceback(
         self, n: int, body: str, stripped: str, sig: Signature | None
-    ) -> tuple[Signature | None, re.Match[str] | None, bool]:
-        """Python tracebacks: (signature, exception match, quoted) for a line. The frames and the source
-        lines quoted inside a traceback ("    raise NoTritonConfigsError(") are evidence of nothing."""
+    ) -> tuple[Signature | None, tuple[str, str] | None, bool]:
+        """Python tracebacks: (signature, exception (type, message), quoted) for a line. The frames and the
+        source lines quoted inside a traceback ("    raise NoTritonConfigsError(") are evidence of nothing."""
         after_frame, self._after_frame = self._after_frame, False
         if stripped.startswith(_TB_START):
             self._in_tb = True
             return None, None, True
-        if _FRAME.match(body):
+        frame_m = _FRAME.match(body)
+        if frame_m is not None:
             self._in_tb = self._after_frame = True
+            self._last_frame = frame_m.group("file")
             return None, None, True
         exc_m = _EXC.match(body) or _EXC_REPR.match(body)
         carets = stripped.startswith(("^", "~"))
@@ -230,19 +272,18 @@ class LogScanner:
             and not exc_m.group(1).endswith("Warning")
         ):
             # a raised exception is never benign: look for a failure signature on it, else map its type
-            sig = self.match.best(body, kinds=("decisive", "fault", "wrapper", "echo"))
-        return sig, exc_m, False
+            sig = self.match.best(stripped, kinds=("decisive", "fault", "wrapper", "echo"))
+        return sig, _exc_parts(exc_m) if exc_m is not None else None, False
 
-    def _exception(self, n: int, text: str, exc_m: re.Match[str]) -> None:
-        etype = exc_m.group(1)
-        msg = exc_m.group(3) if exc_m.re is _EXC_REPR else (exc_m.group(2) or "")
+    def _exception(self, n: int, text: str, etype: str, msg: str) -> None:
         if etype.endswith("Warning") or len(self.exceptions) >= _MAX_KEEP:
             return
         src, self._last_src = self._last_src, None
+        frame, self._last_frame = self._last_frame, None
         if not msg.strip() and src is not None and src[1].startswith("assert "):
             # a bare AssertionError: the condition it checked is the quoted source line above it
             n, text, msg = src[0], src[1], src[1]
-        outcome, rule = self._map_exception(etype, msg)
+        outcome, rule = self._map_exception(etype, msg, frame)
         self.exceptions.append(Hit(n, text, None, etype, msg, outcome, rule))
 
     def _garbage(self, n: int, text: str, body: str) -> None:
@@ -265,12 +306,11 @@ class LogScanner:
         if sig.kind == "finish":
             self.last_finish = n
 
-    def _map_exception(self, etype: str, msg: str) -> tuple[Outcome, str | None]:
-        """(outcome, exception rule id) of an exception line; (crashed, None) when no rule explains it."""
+    def _map_exception(self, etype: str, msg: str, frame: str | None = None) -> tuple[Outcome, str | None]:
+        """(outcome, exception rule id) of an exception line (``frame``: the file it was raised in, when a
+        traceback showed it); (crashed, None) when no rule explains it."""
         for rule in self.db.exceptions:
-            if (rule.type_pattern is None or rule.type_pattern.search(etype)) and (
-                rule.message_pattern is None or rule.message_pattern.search(msg)
-            ):
+            if rule.explains(etype, msg, frame):
                 return rule.outcome, rule.id
         return Outcome.CRASHED, None
 
@@ -290,6 +330,25 @@ class LogScanner:
         return decide(
             self, RunEvidence(exit_code, signal_name, timed_out, reported, memory_killed, completed)
         )
+
+
+def _exc_parts(exc_m: re.Match[str]) -> tuple[str, str]:
+    """(type, message) of a Python exception line."""
+    return exc_m.group(1), (exc_m.group(3) if exc_m.re is _EXC_REPR else (exc_m.group(2) or ""))
+
+
+def _native_exception(stripped: str) -> tuple[str, str] | None:
+    """(type, message) of an exception stated in another form than a Python exception line: a native
+    assertion (read as an AssertionError with its message or condition) or a pytest summary line."""
+    m = _NATIVE_ASSERT.search(stripped)
+    if m is not None:
+        return "AssertionError", next(g for g in m.groups() if g is not None)
+    f = _PYTEST_FAILED.search(stripped)
+    if f is not None:
+        exc_m = _EXC.match(f.group("rest")) or _EXC_REPR.match(f.group("rest"))
+        if exc_m is not None:
+            return _exc_parts(exc_m)
+    return None
 
 
 def classify_text(

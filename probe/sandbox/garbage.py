@@ -1,7 +1,8 @@
 """Garbage generated text: a line that is, for a good part, one token or symbol repeated.
 
 A model whose kernels compute garbage does not raise: it emits the same token over and over
-(``!!!!!!!!``, ``-SIP-SIP-SIP``, ``<|reserved_special_token_247|>`` repeated, runs of zeros). The
+(``!!!!!!!!``, ``-SIP-SIP-SIP``, ``<|reserved_special_token_247|>`` repeated, runs of zeros), or loops
+on one phrase (the same sentence of several words again and again, back to back). The
 classifier reads such a line as ``wrong_output`` evidence when nothing states a cause
 (docs/sandbox.md "Decision order", rule ``garbage-output``).
 
@@ -22,6 +23,9 @@ MAX_DIVERSITY = 0.5  # distinct trigrams / length above this: an ordinary line
 SINGLE_RUN = 12  # one character repeated at least this many times in a row
 UNIT_RUN = 8  # a unit of 2..40 characters repeated at least this many times in a row
 SPECIAL_RUN = 4  # a special token (``<|...|>``) repeated at least this many times in a row
+PHRASE_RUN = 4  # a phrase of PHRASE_WORDS words or more repeated at least this many times in a row
+PHRASE_WORDS = (3, 40)
+MAX_WORDS = 4000  # words of one line searched for a phrase loop
 
 _SINGLE = re.compile(rf"(.)\1{{{SINGLE_RUN - 1},}}")
 _UNIT = re.compile(rf"(.{{2,40}}?)\1{{{UNIT_RUN - 1},}}")
@@ -67,4 +71,22 @@ def repeated_unit(line: str, distinct_trigrams: int) -> str | None:
         if not any(c.isalnum() or c in "!?" for c in unit) or _ESCAPES.fullmatch(unit):
             continue
         return unit
+    return _repeated_phrase(line.split())
+
+
+def _repeated_phrase(words: list[str]) -> str | None:
+    """A phrase of PHRASE_WORDS words, three or more of them different words of letters, said PHRASE_RUN
+    times back to back: a generation loop. Linear per phrase length: a run of positions where each word
+    equals the one k words before it, (PHRASE_RUN - 1) * k long, is the phrase repeated."""
+    lo, hi = PHRASE_WORDS
+    words = words[:MAX_WORDS]
+    for k in range(lo, min(hi, len(words) // PHRASE_RUN) + 1):
+        need, run = (PHRASE_RUN - 1) * k, 0
+        for p in range(k, len(words)):
+            run = run + 1 if words[p] == words[p - k] else 0
+            if run != need:
+                continue  # judged once per run: further on in it the phrase is only rotated
+            unit = words[p - need - k + 1 : p - need + 1]
+            if len({w.strip(".,;:!?'\"").lower() for w in unit if w.strip(".,;:!?'\"").isalpha()}) >= lo:
+                return " ".join(unit)  # several different words of letters: a phrase, not one token
     return None

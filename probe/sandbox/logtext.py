@@ -24,6 +24,9 @@ _PREFIXES = [
     re.compile(r"^\s*\([^()]*\bpid=\d+[^()]*\)\s?"),  # (EngineCore_DP0 pid=1)
     re.compile(r"^\w+\[(?:error|info|warn\w*|debug)\]", re.I),  # runpod id[error]
     re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,.]+ [IWEF] \d+ \d+\] \S+:\d+:\s?"),  # ray C++ logging
+    re.compile(
+        r"^\[\d{4}-\d\d-\d\d[ T][\d:.,]+(?: [A-Z]+\d+)+\]\s*"
+    ),  # SGLang (before the bare timestamp) [2024-12-13 01:44:59 TP0]
     re.compile(r"^\[?\d{4}-\d\d-\d\d[ T][\d:.,]+(?:Z|[+-]\d\d:?\d\d)?\]?\s*"),  # ISO timestamp
     re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+\s+\S+:\d+\]\s?"),  # glog (torch)
     re.compile(
@@ -32,9 +35,11 @@ _PREFIXES = [
     re.compile(
         r"^-\s*(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s*-\s*(?:\S+:\d+\s*-\s*)?"
     ),  # python logging rest
+    re.compile(
+        r"^-\s*[\w.]+\s+-\s+(?:INFO|WARNING|ERROR|DEBUG|CRITICAL)\s+-\s+"
+    ),  # python logging "%(asctime)s - %(name)s - %(levelname)s - ", after its timestamp
     re.compile(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+"),
     re.compile(r"^E {2,}"),  # pytest failure lines
-    re.compile(r"^\[\d{4}-\d\d-\d\d[ T][\d:.,]+(?: [A-Z]+\d+)+\]\s*"),  # SGLang [2024-12-13 01:44:59 TP0]
     re.compile(r"^(?:stdout|stderr) [FP] "),  # Kubernetes CRI log (after its timestamp)
     re.compile(r"^[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.@/-]+(?:\[\d+\])?: "),  # syslog / journal
     re.compile(r"^\[\s*\d+\.\d+\]\s?"),  # dmesg [ 1843.308145]

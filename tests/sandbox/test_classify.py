@@ -569,6 +569,147 @@ RULE_CASES = [
         "reserved_special_token_0",
     ),
     (
+        "a sanitizer report indented by a CI log is still a fault marker",
+        "  ========= COMPUTE-SANITIZER\n  ========= Invalid __global__ read of size 4 bytes\n",
+        "device_fault",
+        "fault-marker",
+        "Invalid __global__ read",
+    ),
+    (
+        "a GSP firmware failure reported by the driver",
+        "NVRM: _kgspRpcRecvPoll: GSP RM heartbeat timed out\n"
+        "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)\n",
+        "device_fault",
+        "fault-marker",
+        "GSP RM heartbeat timed out",
+    ),
+    (
+        "a native assertion that states a refusal",
+        "[F] [TRT] Assertion failed: Unsupported SM.\nC:\\source\\rtSafe\\cuda\\caskUtils.cpp:80\nAborting...\n",
+        "unsupported",
+        "stated-cause",
+        "Assertion failed: Unsupported SM.",
+    ),
+    (
+        "a glibc assertion on the shape",
+        "python: /w/gemm.cuh:120: void run(): Assertion `head_dim % 64 == 0' failed.\nAborted (core dumped)\n",
+        "unsupported",
+        "stated-cause",
+        "Assertion `head_dim % 64 == 0' failed",
+    ),
+    (
+        "a TensorRT-LLM assertion on an internal invariant is no kernel refusal",
+        "[TensorRT-LLM][ERROR] Encountered an error in forwardAsync function: [TensorRT-LLM][ERROR] Assertion "
+        "failed: mNextBlocks.empty() (/src/cpp/tensorrt_llm/batch_manager/kvCacheManager.cpp:256)\n",
+        "crashed",
+        "unexplained-exception",
+        "mNextBlocks.empty()",
+    ),
+    (
+        "a pytest summary line is the exception it names",
+        "FAILED tests/kernels/test_attn.py::test_decode[80-bf16] - NotImplementedError: head size 80 is not "
+        "supported\n==== 1 failed, 41 passed in 12.31s ====\n",
+        "unsupported",
+        "stated-cause",
+        "head size 80 is not supported",
+    ),
+    (
+        "the line after a benign context that ends in ':' is its quoted message",
+        "[Autotuner]: Skipping tactic 15 due to failure while profiling:\n"
+        "[TensorRT-LLM][ERROR] Failed to initialize cutlass TMA WS grouped gemm\nINFO 01-01 00:00:01 model loaded\n",
+        "ok",
+        "no-failure",
+        None,
+    ),
+    (
+        "a builder that skips a tactic goes on",
+        "[V] [TRT] LegacySASSConvolution has no valid tactics for this config, skipping\n",
+        "ok",
+        "no-failure",
+        None,
+    ),
+    (
+        "Triton's resource check worded as an OutOfMemoryError",
+        "No valid triton configs. OutOfMemoryError: out of resource: triton_mm Required: 327680 Hardware "
+        "limit:232448 Reducing block sizes or `num_stages` may help.\n",
+        "kernel_init_failed",
+        "stated-cause",
+        "Required: 327680",
+    ),
+    (
+        "a kernel op returning a CUDA error that names no fault",
+        "tvm.error.InternalError: Check failed: (status == cudaSuccess) is false:\n"
+        "  BatchPrefillWithPagedKVCache failed with error invalid resource handle\n",
+        "kernel_init_failed",
+        "stated-cause",
+        "failed with error invalid resource handle",
+    ),
+    (
+        "an arch expectation the GPU does not meet",
+        "cutlass.cute.nvgpu.common.OpError: OpError: expects arch to be one of ['sm_120a'], but got Arch.sm_121a\n",
+        "unsupported",
+        "stated-cause",
+        "expects arch",
+    ),
+    (
+        "a build whose CMake configuration fails",
+        "      CMake Error at /tmp/torch/share/cmake/select_compute_arch.cmake:231 (message):\n"
+        "        arch_bin wasn't set for some reason\n",
+        "jit_failed",
+        "wrapper",
+        "CMake Error at",
+    ),
+    (
+        "an attribute missing on None is no version skew",
+        TB + "AttributeError: 'NoneType' object has no attribute 'cpu'\n",
+        "crashed",
+        "unexplained-exception",
+        "'NoneType' object has no attribute 'cpu'",
+    ),
+    (
+        "generated text looping on one sentence",
+        "Generated text: ' I like it. " + "We are going to the sea and we are happy. " * 5 + "'\n",
+        "wrong_output",
+        "garbage-output",
+        "Generated text",
+    ),
+    (
+        "an exception that states no cause, raised inside a JIT loader",
+        "Traceback (most recent call last):\n"
+        '  File "/env/deep_gemm/jit/runtime.py", line 53, in __call__\n'
+        "    assert len(kernel_names) == 1, f'Too many kernels in the library: {kernel_names}'\n"
+        "AssertionError: Too many kernels in the library: ['_Z6kernelv', '__assertfail']\n",
+        "jit_failed",
+        "stated-cause",
+        "Too many kernels in the library",
+    ),
+    (
+        "the same exception raised outside a JIT is unexplained",
+        "Traceback (most recent call last):\n"
+        '  File "/env/app/runner.py", line 53, in __call__\n'
+        "    assert len(kernel_names) == 1\n"
+        "AssertionError: Too many kernels in the library\n",
+        "crashed",
+        "unexplained-exception",
+        "Too many kernels in the library",
+    ),
+    (
+        "torch built for no arch of this GPU and no PTX to fall back on",
+        "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.\n"
+        "The current PyTorch install supports CUDA capabilities sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90.\n",
+        "no_kernel_image",
+        "fault-marker",
+        "supports CUDA capabilities sm_50",
+    ),
+    (
+        "torch with PTX of an older arch runs, degraded",
+        "NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current PyTorch installation.\n"
+        "The current PyTorch install supports CUDA capabilities sm_80 sm_86 sm_90 compute_90.\n",
+        "ok",
+        "no-failure",
+        None,
+    ),
+    (
         "a log that just stops after a step announcement is not a hang by itself",
         "INFO 08-29 20:49:14 llm_engine.py:196] # GPU blocks: 1981, # CPU blocks: 512\n",
         "ok",
@@ -617,6 +758,8 @@ NOT_GARBAGE = [
     "                 ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
     "00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00",
     "loss: 1.0000000000000000 at step 11500000000000001 ........................................",
+    "GPUs: " + str(["NVIDIA H100 80GB HBM3"] * 8),
+    "NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC NCCL INFO Channel 01/0 : 0[0] -> 1[1] via P2P/IPC",
 ]
 
 
