@@ -176,7 +176,7 @@ def departures(
     out: list[str] = []
     for role, pick in picks.items():
         got = chosen.get(role)
-        if not pick or not got or pick == got:
+        if not pick or not got or pick == got or got == "auto":  # "auto": vLLM picks, the pick is its own
             continue
         against = next(  # a refusal of one FA version is not one of the backend vLLM picks
             (r for r in ruled if r["role"] == role and r["backend"] == pick and r["fa_version"] is None), None

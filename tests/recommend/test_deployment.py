@@ -141,12 +141,20 @@ def test_on_b200_the_answer_is_vllms_own_pick_or_says_why_not(version):
         assert out.found, (prof.name, out.warnings)
         got = {"attention": out.attention_backend, "moe": out.moe_backend}
         for role, pick in _own_picks(version, 100, prof.slug, prof.quant).items():
-            if got[role] == pick:
+            if got[role] in (pick, "auto"):  # "auto": vLLM's own pick by definition
                 continue
             departures += 1
             said = f"vLLM's own pick for the {role} half here is {pick}, not {got[role]}: "
             assert any(w.startswith(said) and len(w) > len(said) for w in out.warnings), (prof.name, role)
     assert departures <= len(load_profiles()) // 4  # a departure is the exception, with evidence
+
+
+def test_an_answer_that_lets_vllm_pick_is_no_departure_from_its_pick():
+    from probe.recommend.explain import departures
+
+    assert departures({"moe": "marlin"}, {"moe": "auto"}, [], {}) == []
+    said = departures({"moe": "marlin"}, {"moe": "cutlass"}, [], {"moe": "slower"})
+    assert said == ["vLLM's own pick for the moe half here is marlin, not cutlass: slower"]
 
 
 # ------------------------------------------------------------------ what was passed over
