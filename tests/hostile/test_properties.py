@@ -196,6 +196,20 @@ def test_safejson_depth_limit(value, depth):
     assert got == json.loads(text)
 
 
+@pytest.mark.parametrize("wrap", [("[", "]"), ('{"a": ', "}")])
+def test_safejson_limit_is_exact(wrap):
+    """MAX_DEPTH levels of arrays or objects read; one more is refused."""
+    opener, closer = wrap
+    inner = '[{"b": [1, {}], "c": "]]]}}}"}]'  # 4 levels (the {} in the list), closers inside a string
+    for extra, ok in ((safejson.MAX_DEPTH - 4, True), (safejson.MAX_DEPTH - 3, False)):
+        text = opener * extra + inner + closer * extra
+        if ok:
+            assert safejson.loads(text) == json.loads(text)
+        else:
+            with pytest.raises(safejson.JsonLimitError):
+                safejson.loads(text)
+
+
 @SETTINGS
 @given(
     extra=st.dictionaries(st.sampled_from(["note", "host", "platform"]), st.text(max_size=30), max_size=3),
