@@ -10,7 +10,6 @@ probe's synthetic config.json dicts: ``probe.probes.hf_config``.)
 
 from __future__ import annotations
 
-import difflib
 import functools
 import logging
 import os
@@ -82,6 +81,8 @@ def closest_names(text: str, n: int = 5) -> list[str]:
         for name in [prof.name, *prof.aliases]:
             pool[norm(name)] = name
     key = norm(text)[: max(map(len, pool), default=0) + 2]  # a very long text: its start is the name
+    import difflib  # (only for a name that is not found)
+
     return [pool[k] for k in difflib.get_close_matches(key, list(pool), n=n, cutoff=0.4)]
 
 

@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import tempfile
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -246,6 +245,8 @@ def _cell_texts(cells: Sequence[Cell], indent: str) -> Iterator[str]:
 
 def iter_document(doc: Matrix | Fleet) -> Iterator[str]:
     """The document as ``json.dumps(doc.model_dump(mode="json"), indent=1) + "\\n"``, in pieces."""
+    import uuid  # (here: recommend imports this module and never writes)
+
     from probe.matrix.schema import Fleet
 
     members = list(doc.matrices) if isinstance(doc, Fleet) else [doc]
