@@ -1,6 +1,7 @@
 """Start-up time of `probe recommend` as a whole process (hyperfine-like: warm-up, N runs, median).
 
 Usage:  python3 benchmarks/bench_recommend.py [--runs 21] [--matrix tests/matrix/data/baseline.json]
+                                             [--no-evidence-cache] [--no-bytecode-cache]
 Prints the median / min / max wall time of `python3 -m probe recommend --model 122b ...` and, for
 reference, of a bare `python3 -c pass` on the same machine. Target: <= 0.2 s.
 """
@@ -41,9 +42,19 @@ def main() -> int:
         help="keep PYTHONDONTWRITEBYTECODE as is (every run recompiles probe's sources); by default "
         "the runs use a temporary PYTHONPYCACHEPREFIX, as an installed package has .pyc files",
     )
+    ap.add_argument(
+        "--no-evidence-cache",
+        action="store_true",
+        help="PROBE_EVIDENCE_CACHE=0: every run parses the evidence files (by default the runs share a "
+        "temporary cache folder, which the warm-up runs fill)",
+    )
     args = ap.parse_args()
     env = dict(os.environ)
     cache = tempfile.TemporaryDirectory(prefix="probe-bench-pyc-")
+    probe_cache = tempfile.TemporaryDirectory(prefix="probe-bench-cache-")
+    env["PROBE_CACHE_DIR"] = probe_cache.name
+    if args.no_evidence_cache:
+        env["PROBE_EVIDENCE_CACHE"] = "0"
     if not args.no_bytecode_cache:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = cache.name
@@ -84,6 +95,7 @@ def main() -> int:
             f"max {max(t) * 1000:.0f} ms   ({args.runs} runs)"
         )
     cache.cleanup()
+    probe_cache.cleanup()
     return 0
 
 

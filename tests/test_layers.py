@@ -205,6 +205,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "probe.cell_params",
         "probe.cells",
         "probe.safejson",
+        "probe.cachedir",
     ),
     ("probe.catalog",),
     ("probe.arch", "probe.sandbox", "probe.probes"),

@@ -7,7 +7,7 @@ else ``~/.cache/probe``. A cache that cannot be opened or read (corrupt, read-on
 too long) is moved aside once and otherwise ignored: the scan goes on uncached.
 Records with an error are never stored (the error may be transient: a file that vanished).
 
-The folder is the user's alone (:func:`secure_cache_dir`): created with mode 0700, and one that
+The folder is the user's alone (:func:`probe.cachedir.secure_cache_dir`): created with mode 0700, and one that
 another user owns or that group / others may write is refused with the reason (a warning; the scan
 goes on uncached) — whoever can write the cache decides what a scan reports.
 """
@@ -21,47 +21,17 @@ import json
 import logging
 import os
 import sqlite3
-import stat
 import threading
 from pathlib import Path
 
 from probe import __version__
 from probe.arch.records import FileRecord
+from probe.cachedir import secure_cache_dir
 
 log = logging.getLogger(__name__)
 
 CACHE_FILE = "scan-v1.sqlite"
 _FORMAT = 2
-
-
-def cache_dir() -> Path:
-    if os.environ.get("PROBE_CACHE_DIR"):
-        return Path(os.environ["PROBE_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "probe"
-
-
-def secure_cache_dir() -> Path | None:
-    """The cache folder, created user-only (0700) when missing; None (with a warning saying why)
-    when it is not the user's alone: owned by another user, or writable by group or others."""
-    path = cache_dir()
-    try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = path.stat()
-    except OSError as exc:
-        log.warning("scan cache %s disabled: %s", path, exc)
-        return None
-    problem = None
-    if not stat.S_ISDIR(st.st_mode):
-        problem = "not a folder"
-    elif hasattr(os, "getuid") and st.st_uid != os.getuid():
-        problem = f"owned by uid {st.st_uid}, not by this user"
-    elif st.st_mode & 0o022:
-        problem = f"writable by group or others (mode {stat.S_IMODE(st.st_mode):o}; chmod 700 it)"
-    if problem:
-        log.warning("scan cache %s refused: %s; scanning without a cache", path, problem)
-        return None
-    return path
 
 
 def stat_key(path: str, kernels: bool, member: str = "") -> str | None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from probe.arch.cache import cache_dir
+from probe.cachedir import cache_dir
 from probe.catalog.gpus import Gpu
 from probe.catalog.profile import ModelProfile
 from probe.oracle.predict import run_child

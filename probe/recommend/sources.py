@@ -23,6 +23,7 @@ from probe.errors import BadInputError, UsageError
 from probe.matrix import cell_rules
 from probe.matrix.io import read_gzip_text
 from probe.matrix.scan_predictions import is_static_predictions, predicted_cell_dicts
+from probe.recommend import evidence_cache
 from probe.recommend.reports import report_cells
 from probe.recommend.types import EvidenceCell, LoadedEvidence
 from probe.versions import version_key
@@ -268,6 +269,23 @@ def _matrix_documents(doc: dict[str, Any], f: Path) -> list[Any]:
     return members
 
 
+def file_evidence(f: Path, only_sm: int | None = None) -> tuple[list[EvidenceCell], bool]:
+    """The cells of one matrix / fleet / static-prediction file (see :func:`load_evidence`), and
+    whether the file counts as used (a JSON file that is not a matrix does not)."""
+    doc = _read_document(f, only_sm)
+    if doc is None:
+        return [], True
+    if is_static_predictions(doc):
+        return scan_document_cells(doc, f), True
+    if "schema_version" not in doc:
+        log.debug("%s: not a matrix, skipped", f)
+        return [], False
+    cells: list[EvidenceCell] = []
+    for m in _matrix_documents(doc, f):
+        cells.extend(matrix_cells(m, f, only_sm))
+    return cells, True
+
+
 def load_evidence(
     paths: Iterable[Path],
     only_sm: int | None = None,
@@ -281,24 +299,16 @@ def load_evidence(
     ``only_sm``, matrices measured on another GPU (and holding no static
     section) are skipped, and of the per-GPU prediction files only ``sm_<only_sm>.json`` is read
     (without ``only_sm``, none) — of the ``vllm-<predictions>/`` folder. ``gpu_files_only``: only
-    those per-GPU files (the second read, once the GPU and the answer's vLLM version are known)."""
+    those per-GPU files (the second read, once the GPU and the answer's vLLM version are known).
+    Each file's cells come through :mod:`probe.recommend.evidence_cache`."""
     cells: list[EvidenceCell] = []
     used: list[str] = []
     files = json_files(paths, only_sm, predictions)
     for f in files if not gpu_files_only else [f for f in files if per_gpu_sm(f) is not None]:
-        doc = _read_document(f, only_sm)
-        if doc is None:
+        file_cells, counts = evidence_cache.cached(f, only_sm, file_evidence)
+        cells.extend(file_cells)
+        if counts:
             used.append(str(f))
-            continue
-        if is_static_predictions(doc):
-            cells.extend(scan_document_cells(doc, f))
-        elif "schema_version" not in doc:
-            log.debug("%s: not a matrix, skipped", f)
-            continue
-        else:
-            for m in _matrix_documents(doc, f):
-                cells.extend(matrix_cells(m, f, only_sm))
-        used.append(str(f))
     if reports:
         gpus = _asked_gpus(cells, only_sm)
         cells.extend(reported_cells(evidence_versions(cells, gpus), gpus=gpus))

@@ -179,7 +179,7 @@ class DigestCache:
 
 
 def default_cache() -> DigestCache:
-    from probe.arch.cache import cache_dir
+    from probe.cachedir import cache_dir
 
     return DigestCache(cache_dir() / CACHE_NAME)
 

@@ -103,7 +103,7 @@ def test_a_blob_changed_after_caching_is_hashed_again(tmp_path, monkeypatch):
 def test_cache_folder_is_user_only(tmp_path, monkeypatch, caplog):
     """Made 0700; a group- or world-writable one is refused with the reason (the scan goes on
     uncached and answers the same)."""
-    from probe.arch.cache import secure_cache_dir
+    from probe.cachedir import secure_cache_dir
 
     monkeypatch.setenv("PROBE_CACHE_DIR", str(tmp_path / "fresh"))
     made = secure_cache_dir()

@@ -1,7 +1,7 @@
 """Per-layer scan results keyed by layer digest: a rebuild that changed one layer re-reads only it.
 
 One entry per (layer digest, blob size, ``--kernels``, probe version) in the scan cache folder
-(:func:`probe.arch.cache.cache_dir`, user-only), file ``image-layers-v2.sqlite``: the layer's member
+(:func:`probe.cachedir.cache_dir`, user-only), file ``image-layers-v2.sqlite``: the layer's member
 list (paths, types, link targets, whiteouts, opaque folders), the device-code lists of its
 ``RECORD`` files, and the records of the members read.
 
@@ -24,8 +24,8 @@ import zlib
 from typing import Any
 
 from probe import __version__
-from probe.arch.cache import secure_cache_dir
 from probe.arch.image.streams import Blob, Digest, LayerError, hash_blob
+from probe.cachedir import secure_cache_dir
 
 log = logging.getLogger(__name__)
 
