@@ -157,30 +157,7 @@ def _run_one(
     """One child over ``request`` (in practice: one target)."""
     exe = python or sys.executable
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="probe-oracle-") as tmp:
-        try:
-            proc = subprocess.run(
-                [exe, "-m", "probe.oracle.child"],
-                input=json.dumps(request.to_json()),
-                capture_output=True,
-                text=True,
-                timeout=timeout_s,
-                env=_child_env(list(pythonpath or []), Path(tmp)),
-                cwd=tmp,
-                check=False,
-            )
-        except FileNotFoundError as exc:
-            raise InfraError(f"cannot run {exe}: {exc}") from exc
-        except subprocess.TimeoutExpired as exc:
-            raise InfraError(f"oracle child ({exe}) timed out after {timeout_s:.0f} s") from exc
-    tail = (proc.stderr or "")[-_MAX_STDERR:]
-    lines = [ln for ln in (proc.stdout or "").splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise InfraError(f"oracle child ({exe}) exited {proc.returncode} without an answer:\n{tail}")
-    try:
-        raw = json.loads(lines[-1])
-    except json.JSONDecodeError as exc:
-        raise InfraError(f"oracle child ({exe}) printed unreadable JSON: {exc}") from exc
+    raw = child_answer("probe.oracle.child", request.to_json(), "oracle child", exe, pythonpath, timeout_s)
     return OracleRun(
         versions=dict(raw.get("versions") or {}),
         skipped=raw.get("skipped"),
@@ -191,3 +168,36 @@ def _run_one(
         wall_s=round(time.monotonic() - t0, 3),
         python=exe,
     )
+
+
+def child_answer(
+    module: str, request: Any, what: str, exe: str, pythonpath: list[str] | None, timeout_s: float
+) -> dict[str, Any]:
+    """Run ``exe -m module`` as a vLLM-side child (:func:`_child_env`: its own folder, no GPU) with
+    ``request`` as JSON on stdin; its answer is the last JSON line it prints. InfraError, naming
+    ``what``, when it cannot start, times out, exits without an answer or prints unreadable JSON."""
+    with tempfile.TemporaryDirectory(prefix="probe-oracle-") as tmp:
+        try:
+            proc = subprocess.run(
+                [exe, "-m", module],
+                input=json.dumps(request),
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                env=_child_env(list(pythonpath or []), Path(tmp)),
+                cwd=tmp,
+                check=False,
+            )
+        except FileNotFoundError as exc:
+            raise InfraError(f"cannot run {exe}: {exc}") from exc
+        except subprocess.TimeoutExpired as exc:
+            raise InfraError(f"{what} ({exe}) timed out after {timeout_s:.0f} s") from exc
+    tail = (proc.stderr or "")[-_MAX_STDERR:]
+    lines = [ln for ln in (proc.stdout or "").splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise InfraError(f"{what} ({exe}) exited {proc.returncode} without an answer:\n{tail}")
+    try:
+        out: dict[str, Any] = json.loads(lines[-1])
+    except json.JSONDecodeError as exc:
+        raise InfraError(f"{what} ({exe}) printed unreadable JSON: {exc}") from exc
+    return out

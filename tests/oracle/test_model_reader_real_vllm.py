@@ -1,13 +1,9 @@
 """vLLM's own reading of real configs (probe/oracle/child_model.py in a real vLLM venv, CPU only)
-agrees with probe's fast reader; skipped with the reason when the venv is absent.
-
-Build the venv once: python3 -m venv ~/.cache/probe-tests/venv-vllm-0.33.0 &&
-~/.cache/probe-tests/venv-vllm-0.33.0/bin/pip install vllm==0.33.0   (or $PROBE_VLLM033_PYTHON)
-"""
+agrees with probe's fast reader; skipped with the reason when the venv is absent
+(tests/oracle/real_vllm.py). Importing the real vLLM and building the models on the meta device: ~1 min."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -15,15 +11,9 @@ import pytest
 from probe.catalog.from_config import profile_from_path
 from probe.catalog.layers import layer_spec, spec_differences
 from probe.oracle.read_model import read_with_vllm
+from tests.oracle.real_vllm import MARKS, PY
 
-PY = Path(
-    os.environ.get("PROBE_VLLM033_PYTHON", Path.home() / ".cache/probe-tests/venv-vllm-0.33.0/bin/python")
-)
-HAS_VLLM = PY.exists() and any((PY.parent.parent / "lib").glob("python3*/site-packages/vllm/__init__.py"))
-pytestmark = [
-    pytest.mark.skipif(not HAS_VLLM, reason=f"no vLLM 0.33.0 venv at {PY} (see module docstring)"),
-    pytest.mark.slow,  # importing the real vLLM and building the models on the meta device: ~1 min
-]
+pytestmark = MARKS
 DATA = Path(__file__).resolve().parents[1] / "data" / "configs"
 FOLDERS = (
     "google--gemma-4-26B-A4B",  # sliding d=256 + global d=512 layers, top_k_experts

@@ -1,13 +1,7 @@
-"""The oracle against a real vLLM 0.33.0 (cached venv, CPU only); skipped with the reason when absent.
-
-Build the venv once: python3 -m venv ~/.cache/probe-tests/venv-vllm-0.33.0 &&
-~/.cache/probe-tests/venv-vllm-0.33.0/bin/pip install vllm==0.33.0   (or $PROBE_VLLM033_PYTHON)
-"""
+"""The oracle against a real vLLM 0.33.0 (cached venv, CPU only); skipped with the reason when absent
+(tests/oracle/real_vllm.py). Importing the real vLLM in the child: about 40 s."""
 
 from __future__ import annotations
-
-import os
-from pathlib import Path
 
 import pytest
 
@@ -16,15 +10,9 @@ from probe.catalog.models import resolve_model
 from probe.oracle.predict import run_child
 from probe.oracle.queries import plan
 from probe.oracle.to_matrix import build_matrix
+from tests.oracle.real_vllm import MARKS, PY
 
-PY = Path(
-    os.environ.get("PROBE_VLLM033_PYTHON", Path.home() / ".cache/probe-tests/venv-vllm-0.33.0/bin/python")
-)
-HAS_VLLM = PY.exists() and any((PY.parent.parent / "lib").glob("python3*/site-packages/vllm/__init__.py"))
-pytestmark = [
-    pytest.mark.skipif(not HAS_VLLM, reason=f"no vLLM 0.33.0 venv at {PY} (see module docstring)"),
-    pytest.mark.slow,  # importing the real vLLM in the child: about 40 s
-]
+pytestmark = MARKS
 
 
 @pytest.fixture(scope="module")
