@@ -172,6 +172,15 @@ json_values = st.recursive(
 )
 
 
+def _nesting(v: object) -> int:
+    """Levels of arrays / objects in ``v`` (0 for a scalar)."""
+    if isinstance(v, dict):
+        return 1 + max(map(_nesting, v.values()), default=0)
+    if isinstance(v, list):
+        return 1 + max(map(_nesting, v), default=0)
+    return 0
+
+
 @SETTINGS
 @given(value=json_values, depth=st.integers(0, 400))
 def test_safejson_depth_limit(value, depth):
@@ -180,8 +189,9 @@ def test_safejson_depth_limit(value, depth):
     try:
         got = safejson.loads(text)
     except safejson.JsonLimitError:
-        assert depth + 1 > safejson.MAX_DEPTH
+        assert depth + _nesting(value) > safejson.MAX_DEPTH
         return
+    assert depth + _nesting(value) <= safejson.MAX_DEPTH
     assert got == json.loads(text)
 
 
