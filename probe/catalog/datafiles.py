@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import json
-from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -18,14 +17,16 @@ from probe.errors import DataFileError
 
 M = TypeVar("M")
 
-PACKAGE = "probe.data"
+# probe is an ordinary package on a file system (its data files are read by path throughout; not
+# importlib.resources, whose import alone costs `probe recommend` ~7 ms of its start-up).
+DATA = Path(__file__).resolve().parent.parent / "data"
 
 
 @functools.cache
 def read_json(name: str) -> Any:
     """``probe/data/<name>`` parsed (``name`` may hold a sub-folder: ``models/x.json``); cached."""
     try:
-        text = resources.files(PACKAGE).joinpath(name).read_text(encoding="utf-8")
+        text = (DATA / name).read_text(encoding="utf-8")
     except OSError as exc:
         raise DataFileError(f"packaged data file probe/data/{name} is missing: {exc}") from exc
     try:
@@ -37,7 +38,7 @@ def read_json(name: str) -> Any:
 @functools.cache
 def list_folder(name: str) -> tuple[str, ...]:
     """The ``*.json`` files of ``probe/data/<name>/``, as ``<name>/<file>``, sorted by file name."""
-    folder = resources.files(PACKAGE).joinpath(name)
+    folder = DATA / name
     try:
         entries = sorted(e.name for e in folder.iterdir() if e.name.endswith(".json"))
     except OSError as exc:
@@ -47,9 +48,9 @@ def list_folder(name: str) -> tuple[str, ...]:
 
 def published_matrices() -> Path | None:
     """The published matrices shipped with the package (``probe/data/matrices``: in a checkout a link
-    to the repository's ``matrices/``; in an installed package a copy of its ``*.json`` files); None
-    when the package was installed without them."""
-    path = Path(str(resources.files(PACKAGE).joinpath("matrices"))).resolve()  # a checkout: its matrices/
+    to the repository's ``matrices/``; in an installed package a copy of its ``*.json`` files and
+    per-GPU prediction sets); None when the package was installed without them."""
+    path = (DATA / "matrices").resolve()  # a checkout: its matrices/
     return path if path.is_dir() else None
 
 

@@ -43,7 +43,7 @@ def _chosen_verb(argv: Sequence[str]) -> str | None:
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The full parser; with ``only``, just that verb's module is imported and configured."""
+    """The full parser; with ``only``, just that verb (``""``: every verb listed, none configured)."""
     parser = argparse.ArgumentParser(
         prog="probe",
         description="Which vLLM / FlashInfer kernel backends load and run on which NVIDIA GPU.",
@@ -54,6 +54,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     _global_flags(parser, default=True)
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     for name, help_text in VERBS.items():
+        if only and name != only:
+            continue  # the verb being run is known: the others' parsers are never used
         if only is not None and name != only:
             sub.add_parser(name, help=help_text)
             continue

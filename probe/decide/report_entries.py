@@ -19,6 +19,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from probe.catalog import datafiles
 from probe.catalog import report_vocab as vocab
 from probe.catalog.gpus import parse_target
 from probe.catalog.report_rules import FIELDS, SCHEMA_VERSION, report_problems, uniqueness_problems
@@ -181,7 +182,7 @@ def read_user_file(path: Path) -> dict[str, Any]:
 def append_entries(path: Path, entries: list[dict[str, Any]]) -> int:
     """Append checked entries to the user file at ``path`` (not the packaged base); an entry whose id
     is already there gets a ``-2``, ``-3`` … suffix. Returns how many were written."""
-    if path.resolve() == (Path(__file__).resolve().parents[1] / "data" / "reports.json"):
+    if path.resolve() == (datafiles.DATA / "reports.json").resolve():
         raise OptionError("out", f"refusing to write to the packaged base ({PACKAGED})")
     doc = read_user_file(path)
     ids = {d["id"] for d in doc["reports"]}

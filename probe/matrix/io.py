@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -72,6 +71,8 @@ def _open_matrix_file(path: str | Path) -> int:
     if p.is_dir():
         raise UsageError(f"{p}: is a folder, expected a matrix JSON file")
     if p.name.endswith(".gz") and p.is_file():  # a compressed matrix: read through an inflated copy
+        import tempfile  # (here, not at the top: `probe recommend` reads through this module)
+
         with tempfile.TemporaryFile() as tmp:
             tmp.write(read_gzip_text(p).encode("utf-8"))
             tmp.flush()
@@ -292,6 +293,8 @@ def write_document(doc: Matrix | Fleet, path: str | Path) -> Path:
 def write_text_atomic(path: str | Path, text: str | Iterable[str]) -> None:
     """Write via a temporary file in the same folder + rename, so readers never see half a file.
     ``text``: the whole text, or its pieces (written as they come)."""
+    import tempfile
+
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
@@ -313,6 +316,8 @@ def write_text_atomic(path: str | Path, text: str | Iterable[str]) -> None:
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     """:func:`write_text_atomic` for bytes (gzip-compressed prediction files)."""
+    import tempfile
+
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)

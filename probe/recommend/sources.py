@@ -157,7 +157,8 @@ def json_files(paths: Iterable[Path], sm: int | None = None, predictions: str | 
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
-            found = [*p.rglob("*.json"), *(x for x in p.rglob("sm_*.json.gz") if _PER_GPU.match(x.name))]
+            found = [Path(folder, n) for folder, _, names in os.walk(p) for n in names]
+            found = [x for x in found if x.suffix == ".json" or _PER_GPU.match(x.name)]
             files.extend(sorted(x for x in found if _wanted(x, sm, predictions) and x.is_file()))
         elif p.is_file():
             files.append(p)
@@ -171,6 +172,11 @@ def _checked_cells(cells: Any, path: Path) -> list[dict[str, Any]]:
         return cell_rules.check_cell_dicts(cells)
     except ValueError as exc:
         raise BadInputError(f"{path}: {exc}") from exc
+
+
+# Fields of a measured cell no answer reads (the log text behind the root-cause line, the hint to
+# the user of a matrix): left out of the evidence, so that a 3 MB matrix costs half as much to keep.
+UNREAD_FIELDS = frozenset({"log_excerpt", "hint"})
 
 
 def matrix_cells(doc: dict[str, Any], path: Path, only_sm: int | None = None) -> list[EvidenceCell]:
@@ -196,7 +202,7 @@ def matrix_cells(doc: dict[str, Any], path: Path, only_sm: int | None = None) ->
     count = gpu.get("count") if isinstance(gpu, dict) else None
     out = []
     for c in cells:
-        c = dict(c)
+        c = {k: v for k, v in c.items() if k not in UNREAD_FIELDS}
         ev = c["evidence"] = c.get("evidence", "measured")
         if ev == "measured":
             if cell_rules.measured_sm_conflict(c, sm):

@@ -141,6 +141,6 @@ def test_one_reader_of_the_packaged_data():
     readers = sorted(
         str(p.relative_to(root.parent))
         for p in root.rglob("*.py")
-        if re.search(r"resources\.files\(|probe\.data\b.*(open|read_text)", p.read_text())
+        if re.search(r'resources\.files\(|__file__.*/ "data"|probe\.data\b.*(open|read_text)', p.read_text())
     )
     assert readers == ["probe/catalog/datafiles.py"]
