@@ -169,8 +169,19 @@ def _failing_wrappers(sc: LogScanner) -> list[Hit]:
     return [h for h in sc.hits.get("wrapper", []) if h.sig is not None and h.sig.fails]
 
 
+# An exception line whose message is empty ("ImportError: ") prints its message on the lines below it:
+# a decisive line among them states the cause better than the bare type does.
+_MESSAGE_BELOW = 40
+
+
 def _stated(sc: LogScanner) -> list[Hit]:
-    return sc.hits.get("decisive", []) + [h for h in sc.exceptions if h.outcome is not Outcome.CRASHED]
+    decisive = sc.hits.get("decisive", [])
+
+    def told_below(h: Hit) -> bool:
+        below = (d.line_no - h.line_no for d in decisive)
+        return not (h.exc_msg or "").strip() and any(0 < gap <= _MESSAGE_BELOW for gap in below)
+
+    return decisive + [h for h in sc.exceptions if h.outcome is not Outcome.CRASHED and not told_below(h)]
 
 
 # -- the rules, one function each --------------------------------------------------------------------

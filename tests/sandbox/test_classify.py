@@ -802,3 +802,18 @@ def test_decision_order_is_validated():
     base = _db([{"id": "a", "kind": "fault", "regex": "x"}])  # a fault marker needs an outcome
     with pytest.raises(ValidationError):
         SignatureDB.model_validate(base)
+
+
+def test_an_exception_without_a_message_takes_the_cause_printed_below_it():
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "x.py", line 1, in <module>\n'
+        "ImportError: \n"
+        "[ext] CRITICAL: Could not load any ops library!\n"
+        "- ImportError: /site/ext/ops.abi3.so: undefined symbol: _ZN3c104cuda9SetDeviceEi\n"
+    )
+    v = classify_text(log, exit_code=1)
+    assert v.outcome is Outcome.IMPORT_ERROR
+    assert "undefined symbol" in (v.root_cause or "")
+    alone = classify_text("\n".join(log.splitlines()[:3]), exit_code=1)  # nothing below: the type decides
+    assert (alone.outcome, alone.root_cause) == (Outcome.IMPORT_ERROR, "ImportError:")
