@@ -54,11 +54,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     _global_flags(parser, default=True)
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     for name, help_text in VERBS.items():
-        if only and name != only:
-            continue  # the verb being run is known: the others' parsers are never used
         if only is not None and name != only:
-            sub.add_parser(name, help=help_text)
-            continue
+            if not only:  # no verb given: every verb is listed in the help
+                sub.add_parser(name, help=help_text)
+            continue  # (a verb given: the others' parsers are never used)
         module = importlib.import_module(f"probe.cli.{name}")
         p = sub.add_parser(
             name,
