@@ -190,10 +190,72 @@ class ExceptionRule(BaseModel):
         )
 
 
+class CauseWords(BaseModel):
+    """Words that name a class of cause (``out of memory``, ``illegal memory access``, ``failed to
+    compile``), read on an error line no signature knows or in the message of an exception no exception
+    rule explains: the generic reading behind the specific signatures. Entries are tried in file order,
+    the first that matches decides."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    words: str
+    outcome: Outcome
+    reason: str
+    unmarked: bool = Field(
+        default=False, description="read on a line with no error marker too (words no benign line says)"
+    )
+    example: str | None = Field(default=None, description="a corpus log it decides: COLLECTION/FILE")
+
+    @field_validator("words")
+    @classmethod
+    def _valid_regex(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"bad regex {v!r}: {exc}") from exc
+        return v
+
+    @functools.cached_property
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile(self.words, re.IGNORECASE)
+
+    @functools.cached_property
+    def literals(self) -> frozenset[str] | None:
+        return required_literals(self.words)
+
+
+class ErrorLine(BaseModel):
+    """Which lines report an error (``marker``), less those that only warn or go on (``not_marker``:
+    warnings, info lines, fallbacks, retries): the lines cause words are read on."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    marker: str
+    not_marker: str
+
+    @functools.cached_property
+    def marker_pattern(self) -> re.Pattern[str]:
+        return re.compile(self.marker, re.IGNORECASE)
+
+    @functools.cached_property
+    def not_marker_pattern(self) -> re.Pattern[str]:
+        return re.compile(self.not_marker)
+
+    def marked(self, line: str) -> bool:
+        """The line carries an error marker."""
+        return self.marker_pattern.search(line) is not None
+
+    def only_warns(self, line: str) -> bool:
+        """The line only warns or goes on: no cause words are read on it."""
+        return self.not_marker_pattern.search(line) is not None
+
+
 DecisionRuleId = Literal[
     "probe-report",
     "memory-kill",
     "stated-cause",
+    "inferred-cause",
     "fault-marker",
     "garbage-output",
     "echo",
@@ -244,6 +306,8 @@ class SignatureDB(BaseModel):
     description: str = ""
     signatures: list[Signature]
     exceptions: list[ExceptionRule]
+    cause_words: list[CauseWords]
+    error_line: ErrorLine
     phases: list[PhaseMarker] = []
     outcome_hints: dict[Outcome, str] = {}
     decision_order: list[DecisionRule]
@@ -261,6 +325,8 @@ class SignatureDB(BaseModel):
             raise ValueError(f"decision_order must name every rule once (missing: {sorted(missing)})")
         if len({e.id for e in self.exceptions}) != len(self.exceptions):
             raise ValueError("duplicate exception rule id")
+        if len({w.id for w in self.cause_words}) != len(self.cause_words):
+            raise ValueError("duplicate cause_words id")
         return self
 
 

@@ -13,6 +13,8 @@ Reading (this module):
    the exception line that ends it is, in the ``Type: message`` and the ``Type('message')`` forms; a bare
    ``AssertionError`` takes the ``assert`` source line above it as its message.
 4. A line of generated text that is one token repeated is garbage-output evidence (``garbage.py``).
+   An error line no signature knows, an exception no exception rule explains and a generic wrapper's text
+   are read for generic cause words (``cause_words``: "out of memory", "failed to compile", ...).
 5. Only bounded state is kept (a few hits per kind, the last lines, phase marks), and a stream is read
    through ``loginput.read_window`` (its head and tail), so any input costs bounded memory and time.
 
@@ -23,11 +25,13 @@ from __future__ import annotations
 
 import collections
 import re
+from collections.abc import Callable
 from typing import IO, Any
 
 from probe.catalog.signatures import Signature, SignatureDB, signature_db
 from probe.outcomes import Outcome
 from probe.sandbox import garbage
+from probe.sandbox.exclines import EXC, EXC_REPR, exc_parts, native_exception
 from probe.sandbox.loginput import LogWindow, read_window
 from probe.sandbox.logtext import LineMatcher, clean_line, looks_binary, strip_prefixes
 from probe.sandbox.verdict import Classification, Hit, RunEvidence, decide
@@ -44,29 +48,17 @@ __all__ = [
 
 MAX_LINE = 16 * 1024  # characters of one line that are matched (the rest is ignored)
 _MAX_KEEP = 64  # matches kept per kind
+_MESSAGE_LINES = 2  # lines below an exception line read as its message's continuation
 
 # Python's warnings module: "path.py:12: SomeWarning: message" (+ message lines, then the indented source)
 _PYWARN = re.compile(r"^\S.*?:\d+: (?:[A-Z]\w*)?Warning: ")
 # a finished progress bar ("100%|", "35/35") is not a stall
 _DONE_PROGRESS = re.compile(r"\b100%|\b(\d+)/\1\b(?!\d)")
-_EXC_TYPE = r"(?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Fault|Failure)|Exception)"
-_EXC = re.compile(rf"^\s*({_EXC_TYPE})(?::\s?(.*))?$")
-# the repr form vLLM and others log: AssertionError('Only FlashAttention backend is supported for now.')
-_EXC_REPR = re.compile(rf"^\s*({_EXC_TYPE})\((['\"])(.*)\2,?\)\s*$")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line \d+')
 # a native backtrace frame: "4   0x7f6ce80a9b72 ns::Class::fn(...) + 50", "#3 0x...", "[ 2] /lib/x.so(+0x...)"
 _NATIVE_FRAME = re.compile(r"^\s*(?:#?\d+\s+0x[0-9a-fA-F]+\s|\[\s*\d+\]\s)")
 _FRAME_REACH = 64  # lines a backtrace may run below the error it belongs to
 _TB_START = "Traceback (most recent call last)"
-# a native (C/C++) assertion is an exception too: TensorRT / MSVC "Assertion failed: MSG (file:line)",
-# glibc "prog: file:line: fn: Assertion `COND' failed.", TensorRT "Assertion Error in FN: 0 (MSG)"
-_NATIVE_ASSERT = re.compile(
-    r"(?:^|[\s:\]])Assertion failed:\s*(?P<a>.+?)\s*(?:\((?:[^()]*[/\\])?[\w.-]+:\d+\))?\s*$"
-    r"|\bAssertion [`'](?P<b>.+?)[`'] failed\b"
-    r"|\bAssertion Error in [\w:~<>]+: \d+ \((?P<c>.*)\)\s*$"
-)
-# pytest's short summary: "FAILED tests/x.py::test[p] - RuntimeError: message"
-_PYTEST_FAILED = re.compile(r"(?:^|\s)FAILED \S+::\S+ - (?P<rest>\S.*)$")
 
 
 def _cap(raw: str) -> str:
@@ -91,6 +83,7 @@ class LogScanner:
         self.hits: dict[str, list[Hit]] = collections.defaultdict(list)
         self.exceptions: list[Hit] = []
         self.garbage: list[Hit] = []
+        self.inferred: list[Hit] = []  # lines whose generic words name a cause (``cause_words``)
         self.degraded_reasons: list[str] = []
         self.phase_marks: list[tuple[int, str]] = []
         self.tail: collections.deque[tuple[int, str, Signature | None]] = collections.deque(maxlen=3)
@@ -102,6 +95,7 @@ class LogScanner:
         self._last_error: tuple[int, str] | None = None  # the last error line a native backtrace may explain
         self._warn_body = 0  # lines left of a Python warning's message
         self._context_open = False  # the last line was benign context ending in ':' (its message follows)
+        self._msg_below = 0  # lines left that may continue the last exception's message
         self.window: LogWindow | None = None  # what feed_stream read
         self.gap_after: int | None = None  # line numbers after this line are not known (bytes skipped)
         self.text_lines = 0  # non-blank lines seen
@@ -158,20 +152,27 @@ class LogScanner:
             self._after_frame = False
             return
         self.text_lines += 1
+        self._msg_below = max(self._msg_below - 1, 0)
         if self._python_warning(n, text, line, body, sig) or self._context_message(n, text, sig):
             return
         if sig is not None and sig.kind == "stall" and _DONE_PROGRESS.search(body):
             sig = None
         sig, exc, quoted = self._traceback(n, body, stripped, sig)
+        if exc is not None and sig is not None and sig.kind == "wrapper":
+            # a raised exception a wrapper matches ("CalledProcessError: ... returned non-zero exit status"):
+            # an exception rule that states its cause outranks the wrapper's reading
+            sig = None if self._map_exception(*exc)[0] is not Outcome.CRASHED else sig
         if exc is None and not quoted and (sig is None or sig.kind == "wrapper"):
             exc = self._native(n, text, stripped, sig)
             sig = None if exc is not None else sig
         if sig is not None:
             self._record(*self._frame_owner(n, text, body, sig), sig)
+            if sig.kind == "wrapper":  # it says that something failed; its words may say what (else)
+                self._infer(n, text, stripped, unless=sig.outcome)
             self._context_open = sig.kind in ("benign", "degraded") and stripped.endswith(":")
         elif exc is not None:
             self._exception(n, text, *exc)
-        elif not quoted:
+        elif not quoted and not self._error_line(n, text, line, body):
             self._garbage(n, text, body)
         self.tail.append((n, text, sig))
 
@@ -181,7 +182,7 @@ class LogScanner:
         that states none (an internal invariant such as ``mNextBlocks.empty()``) is an unexplained
         exception, which outranks wrappers. A native backtrace below it explains this line
         (``_frame_owner``)."""
-        exc = _native_exception(stripped)
+        exc = native_exception(stripped)
         if exc is None or (sig is not None and self._map_exception(*exc)[0] is not Outcome.CRASHED):
             return None
         self._last_error = (n, text)
@@ -256,7 +257,7 @@ class LogScanner:
             self._in_tb = self._after_frame = True
             self._last_frame = frame_m.group("file")
             return None, None, True
-        exc_m = _EXC.match(body) or _EXC_REPR.match(body)
+        exc_m = EXC.match(body) or EXC_REPR.match(body)
         carets = stripped.startswith(("^", "~"))
         if self._in_tb and exc_m is None and (after_frame or body[:1].isspace() or carets):
             if not carets:
@@ -268,12 +269,14 @@ class LogScanner:
         if (
             exc_m is not None
             and sig is not None
-            and sig.kind in ("benign", "degraded", "stall", "finish")
+            and (sig.kind in ("benign", "degraded", "stall", "finish") or _bare_echo(sig))
             and not exc_m.group(1).endswith("Warning")
         ):
-            # a raised exception is never benign: look for a failure signature on it, else map its type
+            # a raised exception is never benign, nor only an echo (torch glues "CUDA kernel errors might be
+            # asynchronously reported" to its message): look for a failure signature on it, else map its type
             sig = self.match.best(stripped, kinds=("decisive", "fault", "wrapper", "echo"))
-        return sig, _exc_parts(exc_m) if exc_m is not None else None, False
+            sig = None if sig is not None and _bare_echo(sig) else sig
+        return sig, exc_parts(exc_m) if exc_m is not None else None, False
 
     def _exception(self, n: int, text: str, etype: str, msg: str) -> None:
         if etype.endswith("Warning") or len(self.exceptions) >= _MAX_KEEP:
@@ -285,6 +288,35 @@ class LogScanner:
             n, text, msg = src[0], src[1], src[1]
         outcome, rule = self._map_exception(etype, msg, frame)
         self.exceptions.append(Hit(n, text, None, etype, msg, outcome, rule))
+        if outcome is Outcome.CRASHED:  # the whole line: a device assertion's words are before its message
+            self._infer(n, text, text)
+        self._msg_below = _MESSAGE_LINES + 1
+
+    def _error_line(self, n: int, text: str, line: str, body: str) -> bool:
+        """A line no signature knows: when it reports an error (``error_line``) its words may name the
+        cause (``unmarked`` words: on a line with no error marker too). True: they did."""
+        below = self._msg_below > 0  # the message of the exception above, continued: an error line
+        return self._infer(n, text, body, lambda: below or self.db.error_line.marked(line), line=line)
+
+    def _infer(
+        self,
+        n: int,
+        text: str,
+        words: str,
+        marked: Callable[[], bool] = lambda: True,
+        *,
+        line: str = "",
+        unless: Outcome | None = None,
+    ) -> bool:
+        """Record the cause ``words`` name, if any (``line``: unless it only warns; ``unless``: not when
+        they name this outcome, which the line already says)."""
+        if len(self.inferred) >= _MAX_KEEP:
+            return False
+        w = self.match.cause_words(words, marked)
+        if w is None or w.outcome is unless or (line and self.db.error_line.only_warns(line)):
+            return False
+        self.inferred.append(Hit(n, text, outcome=w.outcome, words=w.id))
+        return True
 
     def _garbage(self, n: int, text: str, body: str) -> None:
         if len(self.garbage) >= _MAX_KEEP:
@@ -332,23 +364,9 @@ class LogScanner:
         )
 
 
-def _exc_parts(exc_m: re.Match[str]) -> tuple[str, str]:
-    """(type, message) of a Python exception line."""
-    return exc_m.group(1), (exc_m.group(3) if exc_m.re is _EXC_REPR else (exc_m.group(2) or ""))
-
-
-def _native_exception(stripped: str) -> tuple[str, str] | None:
-    """(type, message) of an exception stated in another form than a Python exception line: a native
-    assertion (read as an AssertionError with its message or condition) or a pytest summary line."""
-    m = _NATIVE_ASSERT.search(stripped)
-    if m is not None:
-        return "AssertionError", next(g for g in m.groups() if g is not None)
-    f = _PYTEST_FAILED.search(stripped)
-    if f is not None:
-        exc_m = _EXC.match(f.group("rest")) or _EXC_REPR.match(f.group("rest"))
-        if exc_m is not None:
-            return _exc_parts(exc_m)
-    return None
+def _bare_echo(sig: Signature) -> bool:
+    """An echo that names no error class (CUDA's "errors might be asynchronously reported" notice)."""
+    return sig.kind == "echo" and sig.outcome is None
 
 
 def classify_text(

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import collections
 import re
+from collections.abc import Callable
 
-from probe.catalog.signatures import Signature, SignatureDB
+from probe.catalog.signatures import CauseWords, Signature, SignatureDB
 
 # ECMA-48 escapes: CSI (also the 8-bit \x9b), OSC / DCS / SOS / PM / APC strings (terminated or cut off),
 # nF escapes such as the charset designation ``ESC ( B``, and two-character Fe / Fp / Fs escapes
@@ -97,6 +98,7 @@ class LineMatcher:
         # highest priority first (stable: file order among equals), each with its literal pre-check
         self._gates = [(s, s.literals) for s in sorted(db.signatures, key=lambda s: -s.priority)]
         self._phase_gates = [(p, p.literals) for p in db.phases]
+        self._word_gates = [(w, w.literals) for w in db.cause_words]
         self._sig_always = [i for i, (_, g) in enumerate(self._gates) if g is None]
         self._sig_by_lit: dict[str, list[int]] = collections.defaultdict(list)
         for i, (_, g) in enumerate(self._gates):
@@ -104,7 +106,8 @@ class LineMatcher:
                 self._sig_by_lit[x].append(i)
         self._by_trigram: dict[str, list[str]] = collections.defaultdict(list)
         self._short: list[str] = []  # two-character literals: looked up directly
-        for x in set(self._sig_by_lit) | {x for _, g in self._phase_gates for x in g or ()}:
+        gated = [*self._phase_gates, *self._word_gates]
+        for x in set(self._sig_by_lit) | {x for _, g in gated for x in g or ()}:
             if len(x) < 3:
                 self._short.append(x)
             else:
@@ -141,6 +144,24 @@ class LineMatcher:
             s = self._gates[i][0]
             if (kinds is None or s.kind in kinds) and s.pattern.search(body):
                 return s
+        return None
+
+    def cause_words(self, body: str, marked: Callable[[], bool]) -> CauseWords | None:
+        """The first ``cause_words`` entry found in ``body``; ``marked()``: whether the line carries an
+        error marker (asked only when an entry that needs one could match: without one only the
+        ``unmarked`` entries are read)."""
+        hits = self.literal_hits(body)
+        has_marker: bool | None = None
+        for w, lits in self._word_gates:
+            if lits is not None and lits.isdisjoint(hits):
+                continue
+            if not w.unmarked:
+                if has_marker is None:
+                    has_marker = marked()
+                if not has_marker:
+                    continue
+            if w.pattern.search(body):
+                return w
         return None
 
     def phase(self, body: str) -> str | None:

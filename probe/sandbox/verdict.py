@@ -3,8 +3,8 @@
 The order is data (``decision_order`` in ``probe/data/signatures.json``, each rule with its reason and a
 corpus log it decides); this module holds one function per rule. Each returns a verdict or None (the
 rule does not apply), and the first rule that answers decides; its id is the verdict's ``rule``.
-In short: stated causes > fault markers > garbage output > echoes > unexplained exceptions > the
-runner's evidence > wrappers > catch-all, then, for a log with no failure, a stall or ok
+In short: stated causes > causes in generic words > fault markers > garbage output > echoes > unexplained
+exceptions > the runner's evidence > wrappers > catch-all, then, for a log with no failure, a stall or ok
 (docs/sandbox.md "Decision order").
 """
 
@@ -71,6 +71,7 @@ class Hit:
     exc_msg: str | None = None
     outcome: Outcome | None = None
     name: str | None = None  # the exception rule or garbage unit that explains the line
+    words: str | None = None  # the cause words that name its cause (``cause_words``)
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,8 @@ def from_hit(sc: LogScanner, hit: Hit, outcome: Outcome | None = None) -> Classi
     )
     if sig is not None:
         name = sig.id
+    elif hit.words is not None:
+        name = f"words:{hit.words}"
     elif hit.exc_type is not None:
         name = f"exception:{hit.name or hit.exc_type}"
     else:
@@ -208,6 +211,11 @@ def memory_kill(sc: LogScanner, ev: RunEvidence) -> Classification | None:
 
 def stated_cause(sc: LogScanner, ev: RunEvidence) -> Classification | None:
     hit = _earliest(_stated(sc))
+    return from_hit(sc, hit) if hit is not None else None
+
+
+def inferred_cause(sc: LogScanner, ev: RunEvidence) -> Classification | None:
+    hit = _earliest(sc.inferred)
     return from_hit(sc, hit) if hit is not None else None
 
 
@@ -308,6 +316,7 @@ RULES: dict[str, Callable[[LogScanner, RunEvidence], Classification | None]] = {
     "probe-report": probe_report,
     "memory-kill": memory_kill,
     "stated-cause": stated_cause,
+    "inferred-cause": inferred_cause,
     "fault-marker": fault_marker,
     "garbage-output": garbage_output,
     "echo": echo,

@@ -60,7 +60,6 @@ KNOWN_MISSES = {
     "heldout5/018_vllm_2x_rtx_pro_6000_tp2_cudagraph_capture_hang.log": _JUST_STOPS.format(
         last="on DEBUG 'Capturing a cudagraph' lines of both TP workers"
     ),
-    "heldout5/010_vllm_ci_deepgemm_moe_tests_unknown_recipe.log": "DeepGEMM's assertion names an 'Unknown recipe' (read as an unexplained failure: crashed); only the PR that adds DeepGEMM to the image says the installed DeepGEMM and vLLM's caller disagree",
     "heldout5/017_vllm_glm45v_fp8_offline_garbage_generated_text.log": "the outcome is right (the later line that loops on one sentence is garbage evidence), the root-cause line is not: the first garbage, punctuation fragments as whole answers (', , the, '), reads like a short real answer",
     "heldout5/028_leggedlab_rtx5090_torch_sm120_not_compatible_only.log": "the outcome is right (torch's arch list with no compute_XX entry: no PTX to fall back on, a fault marker), the root-cause line is that list, not the 'not compatible' warning above it, which alone does not say whether PTX exists",
     "heldout6/028_sglang_engine_generate_hang_after_prefill.log": _JUST_STOPS.format(
