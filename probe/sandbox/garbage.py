@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-MIN_LENGTH = 32  # shorter lines are never judged
+MIN_LENGTH = 32  # shorter lines are judged only when they are one character repeated
 MAX_DIVERSITY = 0.5  # distinct trigrams / length above this: an ordinary line
 SINGLE_RUN = 12  # one character repeated at least this many times in a row
 UNIT_RUN = 8  # a unit of 2..40 characters repeated at least this many times in a row
@@ -49,6 +49,9 @@ def _digit_run_is_a_token(line: str, start: int, end: int) -> bool:
 def repeated_unit(line: str, distinct_trigrams: int) -> str | None:
     """The token or symbol repeated in ``line`` if it is garbage text, else None. ``distinct_trigrams``
     (how many distinct trigrams the line has) gates the costly search for units of several characters."""
+    whole = line.strip()
+    if len(whole) >= SINGLE_RUN and whole[0] not in _LAYOUT and whole == whole[0] * len(whole):
+        return whole[0]  # the whole line is one character repeated (``GGGGGGGGGGGGGGGG``), however short
     if len(line) < MIN_LENGTH:
         return None
     if "<|" in line:

@@ -561,6 +561,13 @@ RULE_CASES = [
         "!!!!",
     ),
     (
+        "a short answer that is one letter repeated",
+        ">>> Why is the sky blue?\nGGGGGGGGGGGGGGGGGGGGGGGG\n",
+        "wrong_output",
+        "garbage-output",
+        "GGGG",
+    ),
+    (
         "generated text of one special token",
         "<|reserved_special_token_0|><|reserved_special_token_0|><|reserved_special_token_0|>"
         "<|reserved_special_token_0|>\n",
