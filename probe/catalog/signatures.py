@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from probe.catalog import datafiles
 from probe.outcomes import Outcome
@@ -92,12 +92,25 @@ def required_literals(pattern: str) -> frozenset[str] | None:
         return None
 
 
+def _valid_regex(v: str) -> str:
+    try:
+        re.compile(v)
+    except re.error as exc:
+        raise ValueError(f"bad regex {v!r}: {exc}") from exc
+    return v
+
+
+Regex = Annotated[
+    str, AfterValidator(_valid_regex)
+]  # a Python regular expression, compiled at load to check it
+
+
 class Signature(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     kind: Kind
-    regex: str
+    regex: Regex
     outcome: Outcome | None = None
     priority: int = Field(default=50, ge=0, le=100)
     ignore_case: bool = True
@@ -109,15 +122,6 @@ class Signature(BaseModel):
     example: str | None = Field(
         default=None, description="a corpus log with a line this signature matches: COLLECTION/FILE"
     )
-
-    @field_validator("regex")
-    @classmethod
-    def _valid_regex(cls, v: str) -> str:
-        try:
-            re.compile(v)
-        except re.error as exc:
-            raise ValueError(f"bad regex {v!r}: {exc}") from exc
-        return v
 
     @model_validator(mode="after")
     def _check(self) -> Signature:
@@ -147,9 +151,9 @@ class ExceptionRule(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
-    type: str | None = None
-    message: str | None = None
-    frame: str | None = None  # the file of the innermost traceback frame (where it was raised)
+    type: Regex | None = None
+    message: Regex | None = None
+    frame: Regex | None = None  # the file of the innermost traceback frame (where it was raised)
     outcome: Outcome
     reason: str | None = None
     example: str | None = None
@@ -158,12 +162,6 @@ class ExceptionRule(BaseModel):
     def _check(self) -> ExceptionRule:
         if self.type is None and self.message is None and self.frame is None:
             raise ValueError(f"exception rule {self.id} needs a type, a message or a frame")
-        for rx in (self.type, self.message, self.frame):
-            if rx is not None:
-                try:
-                    re.compile(rx)
-                except re.error as exc:
-                    raise ValueError(f"exception rule {self.id}: bad regex {rx!r}: {exc}") from exc
         return self
 
     @functools.cached_property
@@ -199,22 +197,13 @@ class CauseWords(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
-    words: str
+    words: Regex
     outcome: Outcome
     reason: str
     unmarked: bool = Field(
         default=False, description="read on a line with no error marker too (words no benign line says)"
     )
     example: str | None = Field(default=None, description="a corpus log it decides: COLLECTION/FILE")
-
-    @field_validator("words")
-    @classmethod
-    def _valid_regex(cls, v: str) -> str:
-        try:
-            re.compile(v)
-        except re.error as exc:
-            raise ValueError(f"bad regex {v!r}: {exc}") from exc
-        return v
 
     @functools.cached_property
     def pattern(self) -> re.Pattern[str]:
@@ -231,8 +220,8 @@ class ErrorLine(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    marker: str
-    not_marker: str
+    marker: Regex
+    not_marker: Regex
 
     @functools.cached_property
     def marker_pattern(self) -> re.Pattern[str]:
@@ -287,7 +276,7 @@ class DecisionRule(BaseModel):
 class PhaseMarker(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    regex: str
+    regex: Regex
     phase: str
 
     @functools.cached_property

@@ -131,3 +131,7 @@ def test_cause_words_are_validated():
     base["cause_words"][-1] = dict(base["cause_words"][0], id="broken", words="(unclosed")
     with pytest.raises(ValidationError, match="bad regex"):
         SignatureDB.model_validate(base)
+    del base["cause_words"][-1]
+    base["error_line"] = dict(base["error_line"], not_marker="(unclosed")
+    with pytest.raises(ValidationError, match="bad regex"):
+        SignatureDB.model_validate(base)
