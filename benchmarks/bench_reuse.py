@@ -133,7 +133,7 @@ def digest_times(work: Path, python: str) -> dict[str, float]:
     from probe.run.reuse import deps_table
 
     site = import_path(python)
-    comps = {k: tuple(v) for k, v in deps_table().components.items()}
+    comps = {k: tuple(v) for k, v in deps_table().groups.items()}
     out = {}
     for case in ("cold", "warm"):
         cache = DigestCache(work / "digest-cache.json")

@@ -19,20 +19,18 @@ import argparse
 import random
 from pathlib import Path
 
+from probe.catalog.backends import catalog as backend_catalog
 from probe.catalog.gpus import catalog
 from probe.catalog.models import load_profiles
 from probe.recommend import verdict as v
-from probe.recommend.flags import flags_data
-from probe.recommend.select import single_gpu_cuda
 from probe.recommend.sources import load_evidence
 from probe.recommend.types import EvidenceCell, Request
 
 
 def hand_rule(cells: list[EvidenceCell], req: Request, role: str, backend: str, fa: int | None) -> bool:
     """The hand rules' verdict: hand rule AND the scan's primary variant."""
-    fd = flags_data()
     if role == "moe":
-        ok = v.hand_rule_step(req, role, backend, fd).ok is True
+        ok = v.hand_rule_step(req, role, backend, backend_catalog()).ok is True
     else:
         ok = ("MLA" in backend.upper()) == req.mla
     scan = [
@@ -47,10 +45,10 @@ def hand_rule(cells: list[EvidenceCell], req: Request, role: str, backend: str, 
 
 
 def backends(cells: list[EvidenceCell], req: Request) -> list[tuple[str, str, int | None]]:
-    fd = flags_data()
     out: list[tuple[str, str, int | None]] = []
     if req.experts:
-        out += [("moe", b, None) for b, info in sorted(fd["moe_backends"].items()) if single_gpu_cuda(info)]
+        moe = backend_catalog().records("moe")
+        out += [("moe", b.name, None) for b in sorted(moe, key=lambda b: b.name) if b.vllm.single_gpu_cuda]
     att = {
         (str(c.get("backend")), c.get("fa_version")) for c in cells if v.is_scan(c) and c.kind == "attention"
     }
@@ -63,7 +61,6 @@ def main() -> int:
     ap.add_argument("--matrices", default="matrices", help="published matrices (default: %(default)s)")
     ap.add_argument("--examples", type=int, default=5, help="random examples of changed verdicts to print")
     args = ap.parse_args()
-    fd = flags_data()
     examples: list[str] = []
     total = 0
     print(f"{'GPU':<8} {'verdicts':>8} {'changed':>8} {'ok->no':>7} {'no->ok':>7}")
@@ -76,7 +73,7 @@ def main() -> int:
             for role, b, fa in backends(mine, req):
                 oracle = v.oracle_cells(mine, req, role)
                 before = hand_rule(mine, req, role, b, fa)
-                after = v.verdict(mine, oracle, req, role, b, fa, fd)
+                after = v.verdict(mine, oracle, req, role, b, fa, backend_catalog())
                 n += 1
                 if before == after.ok:
                     continue

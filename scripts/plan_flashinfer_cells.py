@@ -30,6 +30,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from probe.catalog.backends import catalog, matching
 from probe.catalog.models import resolve_model
 from probe.probes.engine import ENGINE_ENV
 from probe.probes.moe import QUANTS, estimate_mem_gib
@@ -37,9 +38,6 @@ from probe.probes.moe import QUANTS, estimate_mem_gib
 LAYER_TARGET = "probe.probes.attention_layer:run"
 ATTN_MODELS = ("nano", "120b", "122b")  # dense-attention head layouts of the default models
 MLA_MODEL = "deepseek-v3"
-LAYER_BACKENDS = ("TRITON_ATTN", "FLASH_ATTN", "FLEX_ATTENTION", "FLASHINFER")
-MLA_BACKENDS = ("FLASHMLA", "FLASH_ATTN_MLA", "TRITON_MLA", "FLASHINFER_MLA", "CUTLASS_MLA")
-FI_MOE = ("flashinfer_cutlass", "flashinfer_trtllm", "flashinfer_cutedsl", "flashinfer_b12x")
 MOE_SHAPES = (("120b", 1), (MLA_MODEL, 8))  # gpt-oss-120b at TP=1, DeepSeek-V3 per TP=8 shard
 JIT_TIMEOUT_S = 1200.0
 # (model, moe backend, attention backend) beyond the gpt-oss-120b / DeepSeek-V3 pairs: FLASHINFER attention
@@ -51,6 +49,16 @@ EXTRA_ENGINES = (
     ("qwen3-30b-a3b", "flashinfer_cutlass", "FLASHINFER"),
     ("qwen3-30b-a3b", "flashinfer_cutlass", "auto"),
 )
+
+
+def layer_backends(mla: bool) -> list[str]:
+    """The attention backends of the backend catalog (MLA ones, or the others)."""
+    return list(dict.fromkeys(b.name for b in catalog().records("attention") if b.mla == mla))
+
+
+def flashinfer_moe_backends() -> list[str]:
+    """FlashInfer's MoE backends one GPU can use (the backend catalog's ``flashinfer_*`` records)."""
+    return [b.name for b in matching("moe", "flashinfer_*") if b.vllm.single_gpu_cuda]
 
 
 def _cell(
@@ -82,7 +90,7 @@ def attention_cells() -> list[dict[str, Any]]:
         m = resolve_model(name)
         hybrid = m.hybrid or {}
         windows = [None] + ([int(hybrid["sliding_window"])] if hybrid.get("sliding_window") else [])
-        for b in LAYER_BACKENDS:
+        for b in layer_backends(mla=False):
             for fa in (2, 3, 4) if b == "FLASH_ATTN" else (None,):
                 out += [_layer_cell(m, b, fa, sw) for sw in windows]
     return sorted(out, key=lambda c: c["params"]["fa_version"] == 2)  # stable: FA2 last
@@ -96,7 +104,7 @@ def moe_cells() -> list[dict[str, Any]]:
         if s is None:
             raise SystemExit(f"{name} has no MoE layers")
         e, h, i, k = s["experts"], s["hidden"], s["intermediate"], s["top_k"]
-        for b in FI_MOE:
+        for b in flashinfer_moe_backends():
             for q in QUANTS:
                 params = {"backend": b, "quant": q, "experts": e, "hidden": h, "intermediate": i, "top_k": k,
                           "tp": tp, "model": m.slug, "batch_sizes": [1, 64], "matrix": "model",
@@ -133,7 +141,7 @@ def mla_cells() -> list[dict[str, Any]]:
     m = resolve_model(MLA_MODEL)
     a = m.attention_shape(1)
     out = []
-    for b in MLA_BACKENDS:
+    for b in layer_backends(mla=True):
         params = {"backend": b, "fa_version": None, "num_heads": a["num_heads"],
                   "num_kv_heads": a["num_kv_heads"], "head_dim": a["head_dim"], "hidden": m.hidden_size,
                   "model": m.slug, "mla": True, "mem_gib": 30.0, "exclusive": True}  # fmt: skip

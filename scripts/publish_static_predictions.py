@@ -208,7 +208,7 @@ def document(
     """The static-predictions document of these wheels and its Markdown lines."""
     from probe import __version__
     from probe.arch.backends import LEGEND, VERDICTS, backend_table_from_cells, backend_view
-    from probe.catalog.backends import backend_catalog
+    from probe.catalog.backends import catalog as backend_catalog
     from probe.catalog.gpus import catalog
 
     gpus = catalog().gpus

@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass, field
 from probe.arch.compat import Code, Decision, best
 from probe.arch.records import FileRecord
 from probe.arch.verdicts import file_codes
-from probe.catalog.backends import Backend, Requirement, Variant
+from probe.catalog.backends import Backend
 from probe.catalog.gpus import Gpu
+from probe.catalog.scan_rules import Requirement, Variant
 
 RANK: dict[str, int] = {
     "sass": 6,
@@ -332,7 +333,8 @@ def evaluate_variant(
 ) -> BackendRow:
     results = [evaluate_requirement(r, idx, gpu) for r in variant.requirements]
     code_verdict, reason = _combine(results)
-    gate = variant.gate or backend.gate
+    assert backend.scan is not None
+    gate = variant.gate or backend.scan.gate
     gate_ok = gate.allows(gpu.sm)
     verdict = code_verdict
     if not gate_ok:

@@ -33,7 +33,8 @@ from collections.abc import Sequence
 
 from probe.arch.backend_rules import RANK, BackendRow, Index, evaluate_variant
 from probe.arch.records import FileRecord, ScanReport
-from probe.catalog.backends import BackendCatalog, backend_catalog
+from probe.catalog.backends import BackendCatalog
+from probe.catalog.backends import catalog as backend_catalog
 from probe.catalog.gpus import Gpu
 
 __all__ = [
@@ -82,8 +83,9 @@ def backend_view(
     cat = catalog or backend_catalog()
     idx = Index(_files_of(report))
     cells: list[BackendRow] = []
-    for b in cat.select(list(backends) if backends else None):
-        variants = b.variants if all_variants else b.variants[:1]
+    for b in cat.scanned(list(backends) if backends else None):
+        assert b.scan is not None  # scanned() returns records with a scan rule
+        variants = b.scan.variants if all_variants else b.scan.variants[:1]
         for i, v in enumerate(variants):
             for gpu in gpus:
                 cells.append(evaluate_variant(b, v, idx, gpu, primary=(i == 0)))

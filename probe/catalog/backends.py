@@ -1,223 +1,224 @@
-"""The backend catalog (``probe/data/backends.json``): what each vLLM MoE / attention backend needs.
+"""The backend catalog (``probe/data/backends.json``): one record per vLLM MoE / attention backend.
 
-Each backend (as vLLM spells it: ``--moe-backend`` values, ``AttentionBackendEnum`` members) has
-one or more *variants* (e.g. Marlin with bf16 vs fp16 activations, CUTLASS MoE for NVFP4 vs FP8),
-each a list of *requirements*. A requirement names the files it needs (globs relative to
-site-packages, alternatives tried in order — e.g. ``vllm/_moe_C_stable_libtorch.abi3.so`` from
-vLLM 0.24 on, ``vllm/_moe_C.abi3.so`` before) and, for compiled code, a regex over the kernel entry
-points those files must hold. Backends whose kernels are compiled at run time say so (``mode``:
-``jit`` / ``pure-triton`` / ``python``) with the toolchain they need. The vLLM run-time gate (the
-compute-capability rule vLLM applies before it even tries the kernels) is data too.
+A record says everything probe knows of one backend (FLASH_ATTN: one record per FlashAttention
+version), so adding a backend is one record (CONTRIBUTING.md):
 
-The semantics (how a requirement becomes a verdict) live in :mod:`probe.arch.backends`.
+- ``vllm`` — how vLLM spells and gates it: since which release the value exists (and until which),
+  the quants it takes, the lowest GPU per quant, the platform, the environment switches of the
+  releases before ``--moe-backend`` (``env_era``);
+- ``runtime`` — the components it runs on beyond vLLM and torch (``components`` below), for
+  ``probe run --reuse`` and the ``needs`` lines of ``recommend``;
+- ``mode`` / ``warm`` — whether its first use compiles code, and what ``probe run``'s pre-pass warms;
+- ``scan`` — which files and kernels must load for a GPU (:mod:`probe.catalog.scan_rules`), or
+  ``scan_gap``: why there is no rule yet.
+
+Names vLLM lists that probe does not cover are in ``not_covered``, each with its reason. The vLLM-wide
+spellings (the flags, the removed environment variables, vLLM's auto-selection order) are the ``vllm``
+section; :class:`Components` groups the installed distributions. Frozen dataclasses read by hand
+(:mod:`probe.catalog.fields`): ``recommend`` reads this catalog on its start-up path.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import re
-from typing import Literal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from probe.catalog.backend_facts import Components, NotCovered, VllmFacts, VllmSpelling, parse_facts
 
-from probe.catalog import datafiles
+__all__ = ["Backend", "BackendCatalog", "Components", "NotCovered", "VllmFacts", "catalog"]
+from probe.catalog.fields import Fields, need
+from probe.catalog.scan_rules import MODES, ScanRule, parse_scan_rule
 
-Mode = Literal["compiled", "jit", "pure-triton", "python"]
-_CC_RE = re.compile(r"^(\d{1,2})\.(\d)$")
-
-
-def cc_to_int(cc: str) -> int:
-    """'9.0' -> 90, '12.1' -> 121."""
-    m = _CC_RE.match(cc)
-    if not m:
-        raise ValueError(f"not a compute capability: {cc!r} (expected e.g. '9.0' or '12.1')")
-    return int(m.group(1)) * 10 + int(m.group(2))
+FILE = "backends.json"
+KINDS = ("moe", "attention")
+WARM = ("layout", "module")
 
 
-class GateClause(BaseModel):
-    """All given fields must hold (AND). ``majors``: capability major in the list; ``exact``: this CC
-    only; ``min`` / ``max``: inclusive bounds."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    majors: list[int] | None = None
-    exact: str | None = None
-    min: str | None = None
-    max: str | None = None
-
-    @field_validator("exact", "min", "max")
-    @classmethod
-    def _cc(cls, v: str | None) -> str | None:
-        if v is not None:
-            cc_to_int(v)
-        return v
-
-    @model_validator(mode="after")
-    def _non_empty(self) -> GateClause:
-        if self.majors is None and self.exact is None and self.min is None and self.max is None:
-            raise ValueError("a gate clause needs at least one of majors / exact / min / max")
-        return self
-
-    def allows(self, sm: int) -> bool:
-        if self.majors is not None and sm // 10 not in self.majors:
-            return False
-        if self.exact is not None and sm != cc_to_int(self.exact):
-            return False
-        if self.min is not None and sm < cc_to_int(self.min):
-            return False
-        return not (self.max is not None and sm > cc_to_int(self.max))
-
-
-class Gate(BaseModel):
-    """vLLM's run-time compute-capability gate: passes if any clause passes."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    any_of: list[GateClause] = Field(min_length=1)
-    text: str = Field(min_length=1, description="the rule in words, as vLLM states it")
-    source: str = Field(min_length=1, description="file: function in the vLLM source")
-
-    def allows(self, sm: int) -> bool:
-        return any(c.allows(sm) for c in self.any_of)
-
-
-class FileAlt(BaseModel):
-    """One way the needed file can be present. ``glob`` is matched against the tail of a scanned
-    path (or the member path inside a wheel); ``*`` does not cross ``/``."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    glob: str = Field(min_length=1)
-    versions: str | None = Field(None, description="which releases ship this path, e.g. 'vllm>=0.24'")
-
-    @field_validator("glob")
-    @classmethod
-    def _relative(cls, v: str) -> str:
-        if v.startswith("/") or "**" in v:
-            raise ValueError(f"file globs are relative to site-packages and use single '*' only: {v!r}")
-        return v
-
-
-class Requirement(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    what: str = Field(min_length=1, description="what this requirement is, in words")
-    check: Literal["code", "present", "jit", "pure-triton", "python"] = Field(
-        description="code: the kernels must exist as loadable device code; present: the file must exist "
-        "(host-only module); jit: compiled at first use unless a prebuilt module is found; "
-        "pure-triton / python: nothing compiled ahead of time"
-    )
-    files: list[FileAlt] = Field(default_factory=list, description="alternatives, tried in order")
-    kernels: str | list[str] | None = Field(
-        None,
-        description="regex (re.search) over demangled or mangled kernel names; a list = alternatives "
-        "the runtime dispatches between by arch (e.g. Marlin's 2-stage sm_75 vs 4-stage sm_80+ instances): "
-        "the best alternative counts",
-    )
-    aggregate: Literal["all", "any"] = Field(
-        "all",
-        description="all: every matching kernel/file must load (weakest wins); "
-        "any: a menu of cubins/kernels the runtime picks from (best wins)",
-    )
-    required: bool = True
-    toolchain: str | None = Field(None, description="jit/pure-triton/python: what it needs at run time")
-    if_missing: str | None = Field(None, description="what happens at run time when no file is found")
-    expect: str | None = Field(None, description="observed in the reference release (for reviewers)")
-
-    @field_validator("kernels")
-    @classmethod
-    def _regex(cls, v: str | list[str] | None) -> str | list[str] | None:
-        for rx in [v] if isinstance(v, str) else (v or []):
-            try:
-                re.compile(rx)
-            except re.error as exc:
-                raise ValueError(f"bad kernel regex {rx!r}: {exc}") from None
-        if isinstance(v, list) and not v:
-            raise ValueError("an empty list of kernel regexes: use null")
-        return v
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Requirement:
-        if self.check in ("code", "present") and not self.files:
-            raise ValueError(f"requirement {self.what!r}: check={self.check} needs files")
-        if self.check in ("jit", "pure-triton", "python") and not self.toolchain:
-            raise ValueError(f"requirement {self.what!r}: check={self.check} needs a toolchain text")
-        if self.kernels is not None and self.check not in ("code", "jit"):
-            raise ValueError(f"requirement {self.what!r}: kernel patterns only apply to compiled code")
-        return self
-
-    @functools.cached_property
-    def kernel_res(self) -> list[re.Pattern[str]]:
-        """The kernel-name alternatives (empty: judge whole files)."""
-        if self.kernels is None:
-            return []
-        return [re.compile(rx) for rx in ([self.kernels] if isinstance(self.kernels, str) else self.kernels)]
-
-
-class Variant(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str = Field(min_length=1)
-    requirements: list[Requirement] = Field(min_length=1)
-    gate: Gate | None = Field(None, description="overrides the backend's gate for this variant")
-    note: str | None = None
-
-
-class Backend(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    id: str = Field(pattern=r"^(moe|attention)\.[a-z0-9_.]+$")
-    kind: Literal["moe", "attention"]
-    name: str = Field(min_length=1, description="as vLLM spells it (--moe-backend / --attention-backend)")
+@dataclass(frozen=True)
+class Backend:
+    id: str
+    kind: str  # "moe" | "attention"
+    name: str  # as vLLM spells it (--moe-backend value, AttentionBackendEnum member)
     label: str
-    mode: Mode
+    family: str  # the coverage-table column of its field reports
+    vllm: VllmFacts
+    runtime: tuple[str, ...] | None  # components beyond `always`; None: every component (unknown)
+    fa_version: int | None = None
     mla: bool = False
-    gate: Gate
-    variants: list[Variant] = Field(min_length=1, description="the first one is the primary variant")
-    select: str | None = Field(None, description="how to pick it in vLLM (flags / env)")
-    notes: list[str] = []
-    sources: list[str] = Field(min_length=1)
+    #: compiled (ships device code) / jit (compiled at first use) / pure-triton / python (CuTe DSL);
+    #: None: not known
+    mode: str | None = None
+    #: what probe run's pre-pass warms before timing: its attention layout's first forward, or its module
+    warm: str | None = None
+    scan: ScanRule | None = None
+    scan_gap: str | None = None  # why there is no scan rule
 
-    @model_validator(mode="after")
-    def _check(self) -> Backend:
-        if not self.id.startswith(self.kind + "."):
-            raise ValueError(f"backend id {self.id!r} must start with its kind {self.kind!r}")
-        names = [v.name for v in self.variants]
-        if len(set(names)) != len(names):
-            raise ValueError(f"backend {self.id}: duplicate variant names {names}")
-        if self.mode == "compiled" and not any(
-            r.check == "code" for v in self.variants for r in v.requirements
-        ):
-            raise ValueError(f"backend {self.id}: mode=compiled but no 'code' requirement")
-        return self
+    @property
+    def compiles_at_first_use(self) -> bool:
+        return self.mode in ("jit", "pure-triton", "python")
 
 
-class BackendCatalog(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+_RECORD = (
+    "id", "kind", "name", "label", "family", "fa_version", "mla", "mode", "warm", "vllm", "runtime",
+    "scan", "scan_gap",
+)  # fmt: skip
 
-    schema_version: Literal[1]
-    reference: dict[str, str] = Field(description="the releases the patterns were checked against")
+
+def _record(raw: Any, where: str) -> Backend:
+    f = Fields(raw, where, _RECORD, required=("id", "kind", "name", "family", "vllm", "runtime"))
+    kind = f.choice("kind", KINDS)
+    rid = f.text("id")
+    need(bool(re.match(rf"^{kind}\.[a-z0-9_.]+$", rid)), f"{where}.id: {rid!r} must be '{kind}.<name>'")
+    runtime = f.raw["runtime"]
+    need(runtime == "*" or isinstance(runtime, list), f"{where}.runtime: a list of components or '*'")
+    mode = f.choice("mode", MODES, None)
+    scan = parse_scan_rule(f.raw["scan"], f.at("scan"), mode) if f.has("scan") else None
+    need(
+        (scan is None) != (f.text("scan_gap", None) is None),
+        f"{where}: a scan rule or a scan_gap, one of them",
+    )
+    fa = f.integer("fa_version", None)
+    need(fa is None or fa in (2, 3, 4), f"{where}.fa_version: 2, 3 or 4")
+    return Backend(
+        id=rid,
+        kind=kind,
+        name=f.text("name"),
+        label=f.text("label", f.text("name")),
+        family=f.text("family"),
+        vllm=parse_facts(f.raw["vllm"], f.at("vllm"), kind),
+        runtime=None if runtime == "*" else f.texts("runtime"),
+        fa_version=fa,
+        mla=f.flag("mla"),
+        mode=mode,
+        warm=f.choice("warm", WARM, None),
+        scan=scan,
+        scan_gap=f.text("scan_gap", None),
+    )
+
+
+@dataclass(frozen=True)
+class BackendCatalog:
+    reference: dict[str, str]  # the releases the scan rules were checked against
     sources: dict[str, str]
-    backends: list[Backend] = Field(min_length=1)
+    vllm: VllmSpelling
+    components: Components
+    backends: tuple[Backend, ...]
+    not_covered: tuple[NotCovered, ...]
 
-    @model_validator(mode="after")
-    def _unique(self) -> BackendCatalog:
-        ids = [b.id for b in self.backends]
-        dup = {i for i in ids if ids.count(i) > 1}
-        if dup:
-            raise ValueError(f"duplicate backend ids: {sorted(dup)}")
-        return self
+    def records(self, kind: str | None = None) -> list[Backend]:
+        return [b for b in self.backends if kind is None or b.kind == kind]
 
-    def select(self, names: list[str] | None) -> list[Backend]:
-        """Backends whose id, name or label matches one of ``names`` (case-insensitive); all if None."""
+    def find(self, kind: str, name: str, fa: Any = None) -> Backend | None:
+        """The record of ``name`` (FLASH_ATTN: of FA version ``fa``; without one, its first record)."""
+        found = [b for b in self.backends if b.kind == kind and b.name == name]
+        if fa is not None:
+            found = [b for b in found if b.fa_version == fa] or found
+        return found[0] if found else None
+
+    def names(self, kind: str) -> list[str]:
+        """The distinct names of ``kind``'s records, in file order."""
+        return list(dict.fromkeys(b.name for b in self.backends if b.kind == kind))
+
+    def gap(self, kind: str, name: str) -> NotCovered | None:
+        """The ``not_covered`` entry that covers ``name`` (None: a record has it, or nothing does)."""
+        return next((n for n in self.not_covered if n.kind == kind and n.covers(name)), None)
+
+    def scanned(self, names: list[str] | None = None) -> list[Backend]:
+        """Records with a scan rule whose id, name or kind matches one of ``names`` (case-insensitive)."""
+        ruled = [b for b in self.backends if b.scan is not None]
         if not names:
-            return list(self.backends)
+            return ruled
         wanted = {n.lower() for n in names}
+        return [b for b in ruled if b.id.lower() in wanted or b.name.lower() in wanted or b.kind in wanted]
+
+    def components_of(self, kind: str, backend: str, fa: Any = None) -> tuple[str, ...]:
+        """The components a cell of ``kind`` for ``backend`` (+ FA version) runs on, ``always`` included
+        (a backend without a record, and ``auto``, run on every component)."""
+        c = self.components
+        if kind in c.cells:
+            found = c.cells[kind]
+        else:
+            rec = self.find(kind, backend, fa) if kind in KINDS else None
+            found = rec.runtime if rec is not None else None
+        return tuple(sorted(c.groups if found is None else {*c.always, *found}))
+
+    def imports_of(self, kind: str, backend: str, fa: Any = None) -> list[dict[str, str]]:
+        """What ``backend`` imports at run time that an image may lack: ``{install, module, provenance}``
+        per component (a backend with no record, or one that runs on everything: nothing said)."""
+        rec = self.find(kind, backend, fa) if kind in KINDS else None
+        if rec is None or rec.runtime is None:
+            return []
         return [
-            b for b in self.backends if b.id.lower() in wanted or b.name.lower() in wanted or b.kind in wanted
+            dict(self.components.imports[c])
+            for c in self.components_of(kind, backend, fa)
+            if c in self.components.imports
         ]
 
 
+def _check_references(cat: BackendCatalog) -> None:
+    ids = [b.id for b in cat.backends]
+    need(len(set(ids)) == len(ids), f"duplicate backend ids: {sorted({i for i in ids if ids.count(i) > 1})}")
+    groups = set(cat.components.groups)
+    for b in cat.backends:
+        unknown = sorted(set(b.runtime or ()) - groups)
+        need(
+            not unknown, f"backend {b.id}: runtime components {unknown} are not defined in components.groups"
+        )
+        covered = cat.gap(b.kind, b.name)
+        need(
+            covered is None,
+            f"backend {b.id} has a record and a not_covered entry ({covered and covered.reason})",
+        )
+    for quant, order in cat.vllm.auto_priority.get("moe", {}).items():
+        unknown = [n for n in order if cat.find("moe", n) is None]
+        need(not unknown, f"vllm.auto_priority.moe.{quant}: no record for {unknown}")
+
+
+def parse(raw: Any) -> BackendCatalog:
+    """Build the catalog from the parsed JSON, raising ValueError on anything malformed."""
+    top = ("schema_version", "about", "reference", "sources", "vllm", "components", "backends", "not_covered")
+    f = Fields(raw, "backends.json", top, required=("schema_version", "vllm", "components", "backends"))
+    need(f.raw["schema_version"] == 2, "backends.json: schema_version must be 2")
+    cat = BackendCatalog(
+        reference=f.mapping("reference"),
+        sources=f.mapping("sources"),
+        vllm=VllmSpelling.parse(f.raw["vllm"], "vllm"),
+        components=Components.parse(f.raw["components"], "components"),
+        backends=f.items("backends", _record, non_empty=True),
+        not_covered=f.items("not_covered", NotCovered.parse),
+    )
+    _check_references(cat)
+    return cat
+
+
 @functools.cache
-def backend_catalog() -> BackendCatalog:
-    return datafiles.load("backends.json", BackendCatalog)
+def catalog() -> BackendCatalog:
+    """The packaged backend catalog, validated once per process."""
+    from probe.catalog import datafiles
+    from probe.errors import DataFileError
+
+    try:
+        return parse(datafiles.read_json(FILE))
+    except ValueError as exc:
+        raise DataFileError(f"packaged data file probe/data/{FILE} is invalid: {exc}") from exc
+
+
+def attention_names() -> frozenset[str]:
+    """Every attention name the catalog knows: records and the exact names of ``not_covered``."""
+    cat = catalog()
+    exact = {n.name for n in cat.not_covered if n.kind == "attention" and n.name}
+    return frozenset(cat.names("attention")) | exact
+
+
+def is_attention(name: str) -> bool:
+    """Whether ``name`` is an attention backend (a record, a ``not_covered`` name or pattern)."""
+    return name in attention_names() or catalog().gap("attention", name) is not None
+
+
+def matching(kind: str, pattern: str) -> Iterator[Backend]:
+    """Records of ``kind`` whose name matches the shell pattern (``flashinfer_*``)."""
+    return (b for b in catalog().records(kind) if fnmatch.fnmatchcase(b.name, pattern))

@@ -1,8 +1,8 @@
 """The words a field report is written in: kinds, backends, quants, features, outcomes, packages.
 
 Standard library only (``recommend`` reads the report base on its start-up path). Backend names are
-probe's own: ``--moe-backend`` values (``probe/data/vllm_flags.json`` ``moe_backends``), vLLM's
-attention enum names (``probe/data/backends.json`` + the enum members listed here), and short
+probe's own: ``--moe-backend`` values and vLLM's attention enum names (the backend catalog,
+``probe/data/backends.json``: its records and the names it does not cover), and short
 lowercase names for dense GEMM, sampler, communication and compile kernels. :func:`backend_family`
 groups them for the coverage table.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import re
 
-from probe.catalog import datafiles
+from probe.catalog.backends import catalog
 from probe.outcomes import Outcome
 from probe.versions import version_key
 
@@ -67,15 +67,6 @@ REPOS = {
 QUANTS = ("bf16", "fp16", "fp8", "fp8_block", "nvfp4", "mxfp4", "int4_w4a16", "int8", "w4a8", "mxfp8")
 QUANT_ALIASES = {"int4": "int4_w4a16", "w4a16": "int4_w4a16", "fp8_blockscale": "fp8_block"}
 
-#: attention enum members beyond the backend catalog's
-_MORE_ATTENTION = (
-    "FLASHMLA_SPARSE",
-    "FLASHINFER_MLA_SPARSE",
-    "XFORMERS",
-    "TREE_ATTN",
-    "TORCH_SDPA",
-    "ROCM_ATTN",
-)
 _NAMED = {
     "gemm": (
         "cutlass_scaled_mm",
@@ -180,61 +171,58 @@ PROVENANCE_PACKAGES = {
 
 @functools.cache
 def backends(kind: str) -> frozenset[str]:
-    """The backend names of one kind (empty for ``other``: any short lowercase name)."""
-    if kind == "moe":
-        return frozenset(datafiles.read_json("vllm_flags.json")["moe_backends"])
-    if kind == "attention":
-        catalog = {b["name"] for b in datafiles.read_json("backends.json")["backends"] if b["kind"] == kind}
-        flags = set(datafiles.read_json("vllm_flags.json")["attention_backends"])
-        return frozenset(catalog | flags | set(_MORE_ATTENTION))
+    """The backend names of one kind: the backend catalog's records and the exact names it does not
+    cover (MoE, attention), or probe's short names (empty for ``other``: any short lowercase name)."""
+    if kind in ("moe", "attention"):
+        cat = catalog()
+        exact = {n.name for n in cat.not_covered if n.kind == kind and n.name}
+        return frozenset(cat.names(kind)) | exact
     return frozenset(_NAMED.get(kind, ()))
+
+
+def _known(kind: str, backend: str) -> bool:
+    """A name of ``kind``: listed, or matched by a pattern the backend catalog does not cover."""
+    if backend in backends(kind):
+        return True
+    return kind in ("moe", "attention") and catalog().gap(kind, backend) is not None
 
 
 def backend_problem(kind: str, backend: str) -> str | None:
     """Why ``backend`` is not a name of ``kind`` (None: it is). An engine report names its MoE
     backend, its attention backend, or both as ``moe+ATTENTION``."""
     if kind == "engine":
-        parts = backend.split("+")
-        known = backends("moe") | backends("attention")
-        bad = [p for p in parts if p not in known]
+        bad = [p for p in backend.split("+") if not (_known("moe", p) or _known("attention", p))]
         return f"engine backend parts {bad} are neither MoE nor attention backends" if bad else None
     if kind == "other":
         return None if _OTHER_NAME.match(backend) else f"{backend!r} is not a short lowercase name"
-    if backend not in backends(kind):
+    if not _known(kind, backend):
         return f"{backend!r} is not a {kind} backend (known: {', '.join(sorted(backends(kind)))})"
     return None
 
 
-_FAMILIES = (
-    ("moe", ("marlin",), "Marlin MoE"),
-    ("moe", ("cutlass",), "CUTLASS MoE"),
-    ("moe", ("flashinfer_",), "FlashInfer MoE"),
-    ("moe", ("triton", "batched_triton"), "Triton MoE"),
-    ("moe", ("deep_gemm",), "DeepGEMM MoE"),
-    ("moe", ("",), "other MoE"),
-    ("attention", ("FLASH_ATTN_MLA",), "MLA"),
-    ("attention", ("FLASH_ATTN",), "FlashAttention"),
-    ("attention", ("FLASHINFER_MLA",), "MLA"),
-    ("attention", ("FLASHINFER",), "FlashInfer attention"),
-    ("attention", ("TRITON_ATTN",), "Triton attention"),
-    ("attention", ("FLEX_ATTENTION",), "FlexAttention"),
-    ("attention", ("FLASHMLA", "CUTLASS_MLA", "TRITON_MLA"), "MLA"),
-    ("attention", ("",), "other attention"),
-    ("gemm", ("",), "dense GEMM"),
-)
-FAMILY_ORDER = (*dict.fromkeys(f for _, _, f in _FAMILIES), "sampler / comm / compile / other")
+#: the coverage table's columns: the backend catalog's families, then dense GEMM and the rest
+FAMILY_ORDER = (
+    "Marlin MoE", "CUTLASS MoE", "FlashInfer MoE", "Triton MoE", "DeepGEMM MoE", "other MoE", "MLA",
+    "FlashAttention", "FlashInfer attention", "Triton attention", "FlexAttention", "other attention",
+    "dense GEMM", "sampler / comm / compile / other",
+)  # fmt: skip
 
 
 def backend_family(kind: str, backend: str) -> str:
     """The column of the coverage table a report counts in (an engine report: its MoE backend's,
-    else its attention backend's)."""
+    else its attention backend's): the backend catalog's ``family`` of the name."""
     if kind == "engine":
         first = backend.split("+")[0]
         return backend_family("moe" if first in backends("moe") else "attention", first)
-    for k, prefixes, family in _FAMILIES:
-        if k == kind and any(backend == p or backend.startswith(p) for p in prefixes):
-            return family
-    return FAMILY_ORDER[-1]
+    if kind == "gemm":
+        return "dense GEMM"
+    if kind not in ("moe", "attention"):
+        return FAMILY_ORDER[-1]
+    cat = catalog()
+    rec = cat.find(kind, backend)
+    gap = cat.gap(kind, backend) if rec is None else None
+    family = rec.family if rec else gap.family if gap else None
+    return family or f"other {'MoE' if kind == 'moe' else 'attention'}"
 
 
 def normal_quant(quant: str | None) -> str | None:

@@ -6,29 +6,15 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-ATTENTION_BACKENDS = frozenset(
-    {
-        "FLASH_ATTN",
-        "FLASHINFER",
-        "TRITON_ATTN",
-        "FLEX_ATTENTION",
-        "TRITON_FLASH_ATTN",
-        "TORCH_SDPA",
-        "FLASHINFER_MLA",
-        "TRITON_MLA",
-        "CUTLASS_MLA",
-        "FLASHMLA",
-        "FLASH_ATTN_MLA",
-        "B12X",
-        "TURBOQUANT",
-    }
-)
-
 
 def backend_kind(backend: str) -> str:
-    """'attention' for vLLM attention enum names (and FA2/FA3/FA4), else 'moe'."""
+    """'attention' for vLLM attention enum names (the backend catalog's, FA2/FA3/FA4 too), else 'moe'."""
+    from probe.catalog.backends import catalog, is_attention
+
     up = backend.upper()
-    if up in ATTENTION_BACKENDS or re.match(r"^(FA[234]|FLASH_ATTN.*)$", up):
+    if catalog().find("moe", backend) is None and is_attention(up):
+        return "attention"
+    if re.match(r"^(FA[234]|FLASH_ATTN.*)$", up):
         return "attention"
     return "moe"
 

@@ -30,8 +30,6 @@ from probe.cells import CellSpec, ProbeContext
 from probe.probes.common import result, skipped
 
 MOE_WARM_ID = "warm/flashinfer-moe"
-#: the MoE backend whose module the pre-pass builds (FlashInfer's CUTLASS fused MoE)
-WARMED_MOE_BACKEND = "flashinfer_cutlass"
 
 WARM_TARGET = "probe.probes.jit_warm:run"
 WARM_TIMEOUT_S = 1800.0
@@ -52,17 +50,21 @@ def moe_spec_name(sm: int) -> str | None:
     return None
 
 
-# Attention backends whose first forward compiles code: FlashInfer's JIT modules, Triton kernels,
-# FLEX's inductor kernels, FA4's CuTe-DSL kernels; and FA2 / FA3, which ship compiled but may carry no
-# SASS for the GPU (vLLM 0.26.0's FA2 on sm_90): the driver then JIT-compiles their PTX at the first
-# launch, for minutes. Whether it does is known only in the child (probes/ptxjit.py); a warm run of a
-# module that has SASS costs about a second, so the pre-pass warms every FLASH_ATTN layout.
-_JIT_ATTENTION = {"FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "FLASH_ATTN"}
+def warmed(kind: str, how: str) -> frozenset[str]:
+    """The backends the pre-pass warms (the backend catalog's ``warm``): attention backends whose first
+    forward compiles code (``layout``: FlashInfer's JIT modules, Triton kernels, FLEX's inductor kernels,
+    FA4's CuTe-DSL kernels, and FA2 / FA3, which ship compiled but may carry no SASS for the GPU — the
+    driver then JIT-compiles their PTX at the first launch, for minutes; whether it does is known only in
+    the child, probes/ptxjit.py, and a warm run of a module that has SASS costs about a second), and the
+    MoE backend whose module it builds (``module``: FlashInfer's CUTLASS fused MoE, :func:`moe_spec_name`)."""
+    from probe.catalog.backends import catalog
+
+    return frozenset(b.name for b in catalog().records(kind) if b.warm == how)
 
 
 def compiles_on_first_forward(params: dict[str, Any]) -> bool:
     """Whether an attention-layer cell's first forward may JIT-compile (so the pre-pass warms it)."""
-    return str(params.get("backend", "")) in _JIT_ATTENTION
+    return str(params.get("backend", "")) in warmed("attention", "layout")
 
 
 def _layout_tag(p: dict[str, Any]) -> str:
@@ -76,18 +78,21 @@ def _layout_tag(p: dict[str, Any]) -> str:
 
 
 def refused_before_compiling(quant: str | None, sm: int | None) -> bool:
-    """vLLM refuses ``flashinfer_cutlass`` for this quant (on this GPU) in its selection, before any JIT
-    (``probe/data/vllm_flags.json``: the quants it takes, the lowest GPU per quant): such a cell does not
-    wait for the module. An engine's quant None (the model's own) is not known here: it waits."""
-    from probe.catalog import datafiles
+    """vLLM refuses the warmed MoE backend (``flashinfer_cutlass``) for this quant (on this GPU) in its
+    selection, before any JIT (the backend catalog: the quants it takes, the lowest GPU per quant): such a
+    cell does not wait for the module. An engine's quant None (the model's own) is not known here: it
+    waits."""
+    from probe.catalog.backends import catalog
 
     if quant is None:
         return False
-    info = datafiles.read_json("vllm_flags.json")["moe_backends"].get(WARMED_MOE_BACKEND, {})
-    if quant not in info.get("quants", [quant]):
-        return True
-    floor = (info.get("min_sm") or {}).get(quant)
-    return sm is not None and floor is not None and sm < floor
+    for name in warmed("moe", "module"):
+        rec = catalog().find("moe", name)
+        if rec is None or quant not in rec.vllm.quants:
+            return True
+        floor = rec.vllm.min_sm.get(quant)
+        return sm is not None and floor is not None and sm < floor
+    return True
 
 
 def _warm_id(s: CellSpec, sm: int | None = None) -> str | None:
@@ -95,7 +100,7 @@ def _warm_id(s: CellSpec, sm: int | None = None) -> str | None:
     cells on ``flashinfer_cutlass``, unless vLLM refuses them before compiling), or its layout's attention
     warm-up (attention-layer cells whose first forward compiles); None: it needs no pre-pass."""
     moe = s.params.get("backend") if s.kind == "moe" else s.params.get("moe_backend")
-    if s.kind in ("moe", "engine") and moe == WARMED_MOE_BACKEND:
+    if s.kind in ("moe", "engine") and moe in warmed("moe", "module"):
         return None if refused_before_compiling(s.params.get("quant"), sm) else MOE_WARM_ID
     if (
         s.kind == "attention"

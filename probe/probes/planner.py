@@ -180,7 +180,7 @@ def _moe_backends(opts: PlanOptions, info: vllm_compat.StaticVllmInfo) -> list[s
 
 def _attention_backends(opts: PlanOptions, info: vllm_compat.StaticVllmInfo) -> list[str]:
     if opts.attention_backends is None:
-        members = info.attention_backends or list(vllm_compat.NVIDIA_ATTENTION_BACKENDS)
+        members = info.attention_backends or vllm_compat.default_attention_backends()
         return vllm_compat.probed_attention_backends(members)
     attn = [a.upper() for a in opts.attention_backends]
     if info.attention_backends:
@@ -258,7 +258,7 @@ def _attention_cells(
         elif info.attention_backends:
             chosen = vllm_compat.probed_attention_backends(info.attention_backends, mla=True)
         else:
-            chosen = list(vllm_compat.NVIDIA_MLA_BACKENDS)
+            chosen = vllm_compat.default_attention_backends(mla=True)
         for b in chosen:
             for fa in opts.fa_versions if b == "FLASH_ATTN" else (None,):
                 params = AttentionParams(

@@ -33,29 +33,22 @@ log = logging.getLogger(__name__)
 
 
 def known_moe_backends() -> tuple[str, ...]:
-    """Every --moe-backend value of any vLLM release 0.18.1 .. 0.33.0 (``probe/data/vllm_flags.json``).
+    """Every --moe-backend value of any vLLM release the backend catalog knows (0.18.1 .. 0.33.0).
 
     Used only when the installed vLLM's source cannot be read; the child then reports `skipped`
     for a value its vLLM does not accept.
     """
-    from probe.catalog import datafiles
+    from probe.catalog.backends import catalog
 
-    return tuple(datafiles.read_json("vllm_flags.json")["moe_backends"])
+    return tuple(catalog().names("moe"))
 
 
-# Attention backends probed on NVIDIA by default (non-MLA, decoder); MLA ones need an MLA model.
-NVIDIA_ATTENTION_BACKENDS: tuple[str, ...] = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION")
-NVIDIA_MLA_BACKENDS: tuple[str, ...] = (
-    "FLASH_ATTN_MLA",
-    "FLASHMLA",
-    "FLASHINFER_MLA",
-    "CUTLASS_MLA",
-    "TRITON_MLA",
-)
-# Members of AttentionBackendEnum that are not a standalone decoder attention choice on NVIDIA.
-NON_PROBED_ATTENTION = re.compile(
-    r"^(ROCM_|XPU_|CPU_|TORCH_SDPA|NO_ATTENTION|CUSTOM|AMX_)|_DIFFKV$|SPARSE|DSV4|MSA|DSA"
-)
+def default_attention_backends(mla: bool = False) -> list[str]:
+    """The attention backends probed on NVIDIA when the installed vLLM's enum cannot be read: the
+    backend catalog's records (MLA ones only for MLA models)."""
+    from probe.catalog.backends import catalog
+
+    return list(dict.fromkeys(b.name for b in catalog().records("attention") if b.mla == mla))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -180,27 +173,19 @@ def literal_values_from_attention_config(path: Path) -> list[int]:
 
 
 def probed_attention_backends(members: list[str], mla: bool = False) -> list[str]:
-    """Members worth probing on NVIDIA for a decoder model (MLA ones only for MLA models)."""
+    """Members worth probing on NVIDIA for a decoder model (MLA ones only for MLA models): all but
+    those the backend catalog does not cover (ROCm / XPU / CPU, sparse and model-specific variants,
+    multimodal-prefix and quantized-KV-cache backends: its ``not_covered``, each with the reason)."""
+    from probe.catalog.backends import catalog
+
+    cat = catalog()
     out = []
     for name in members:
-        if NON_PROBED_ATTENTION.search(name):
+        if cat.gap("attention", name) is not None:
             continue
-        is_mla = name.endswith("_MLA") or name in ("FLASHMLA", "TOKENSPEED_MLA")
-        if is_mla != mla:
-            continue
-        if name in (
-            "B12X",
-            "HPC_ATTN",
-            "TRITON_FLASH_ATTN",
-            "TRITON_FLASHINFER",
-            "TURBOQUANT",
-            "ROCM_OCTAVE",
-            "ULTRAQUANT",
-            "FLASH_ATTN_MLA_SPARSE_FA4",
-            "TOKENSPEED_MLA",
-        ):
-            continue  # model- or arch-specific variants not selectable for a plain decoder here
-        out.append(name)
+        rec = cat.find("attention", name)
+        if (rec.mla if rec is not None else name.endswith("_MLA")) == mla:
+            out.append(name)
     return out
 
 

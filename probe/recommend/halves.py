@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from probe.catalog.backends import BackendCatalog
 from probe.recommend import select
 from probe.recommend import verdict as v
 from probe.recommend.types import Choice, EvidenceCell, Request, unique_cells
@@ -125,7 +126,7 @@ def measured_nearest(
     mine: list[EvidenceCell],
     req: Request,
     role: str,
-    flags: dict[str, Any],
+    cat: BackendCatalog,
     refused: dict[tuple[str, int | None], v.BackendVerdict],
 ) -> list[Choice]:
     """Rung 2: backends measured working at the nearest shape of the same backend x quant (MoE) or
@@ -173,7 +174,7 @@ def measured_nearest(
 
 
 def verdicts(
-    mine: list[EvidenceCell], req: Request, role: str, flags: dict[str, Any]
+    mine: list[EvidenceCell], req: Request, role: str, cat: BackendCatalog
 ) -> list[v.BackendVerdict]:
     """The combined predicted verdict of every candidate backend of this half."""
     oracle = v.oracle_cells(mine, req, role)
@@ -183,8 +184,7 @@ def verdicts(
         if c.kind == role and (v.is_scan(c) or (c.evidence == "reported" and c.get("applies")))
     ]
     return [
-        v.verdict(pool, oracle, req, role, b, fa, flags)
-        for b, fa in v.candidates(pool, oracle, req, role, flags)
+        v.verdict(pool, oracle, req, role, b, fa, cat) for b, fa in v.candidates(pool, oracle, req, role, cat)
     ]
 
 
@@ -208,10 +208,10 @@ def reported(vs: list[v.BackendVerdict]) -> list[Choice]:
 
 
 def half(
-    rel: select.Relevant, mine: list[EvidenceCell], req: Request, role: str, flags: dict[str, Any]
+    rel: select.Relevant, mine: list[EvidenceCell], req: Request, role: str, cat: BackendCatalog
 ) -> Half:
     """The best rung of the ladder that gives this half a working backend."""
-    vs = verdicts(mine, req, role, flags)
+    vs = verdicts(mine, req, role, cat)
     refused = {(x.backend, x.fa): x for x in vs if not x.ok}
     ruled = [c for x in vs if not x.ok for c in x.bad_cells]
     ruled += [
@@ -222,7 +222,7 @@ def half(
     vs_left = [x for x in vs if (x.backend, x.fa) not in failed_here and (x.backend, None) not in failed_here]
     for basis, found in (
         ("measured", lambda: measured_exact(rel, req, role)),
-        ("measured_nearest", lambda: measured_nearest(mine, req, role, flags, refused)),
+        ("measured_nearest", lambda: measured_nearest(mine, req, role, cat, refused)),
         ("predicted", lambda: predicted(vs_left)),
         ("reported", lambda: reported(vs_left)),
     ):

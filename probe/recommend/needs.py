@@ -1,7 +1,8 @@
 """What the answer needs to work beyond its flags: Python packages its backends import, and engine
 arguments that measured engine runs showed a model family needs.
 
-* Packages: ``runtime_deps.json`` (``imports``) names, per backend, the distribution it imports
+* Packages: the backend catalog (``runtime`` + ``components.imports``) names, per backend, the distribution
+  it imports
   (FlashInfer for ``flashinfer_*`` / FLASHINFER, CuTe-DSL for FA4, humming-kernels for humming).
   When the image is known to lack one — a ``--scan`` report without it, or measured cells of this
   GPU that died importing it — the answer says so plainly; otherwise it names it as a requirement.
@@ -18,7 +19,7 @@ from collections.abc import Set
 from dataclasses import dataclass, field
 from typing import Any
 
-from probe.catalog import runtime_deps
+from probe.catalog.backends import catalog
 from probe.recommend.types import EvidenceCell, Pair, Request
 
 _MISSING = re.compile(r"No module named '([\w.]+)'")
@@ -46,9 +47,10 @@ def image_lacks(mine: list[EvidenceCell], scanned: Set[str] | None) -> set[str]:
 
 
 def _packages(best: Pair) -> list[dict[str, str]]:
-    """What the chosen backends import that an image may lack (``runtime_deps.json`` ``imports``)."""
-    found = runtime_deps.imports("moe", best.moe) if best.moe else []
-    found += runtime_deps.imports("attention", best.attn, best.fa)
+    """What the chosen backends import that an image may lack (the backend catalog's
+    ``components.imports``)."""
+    found = catalog().imports_of("moe", best.moe) if best.moe else []
+    found += catalog().imports_of("attention", best.attn, best.fa)
     return list({p["install"]: p for p in found}.values())
 
 
@@ -101,7 +103,6 @@ def needs(
     req: Request,
     mine: list[EvidenceCell],
     family: list[EvidenceCell],
-    flags: dict[str, Any],
     scanned: Set[str] | None,
 ) -> Needs:
     """Everything the answer needs beyond its flags, and the engine arguments to add."""

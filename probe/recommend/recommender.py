@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from probe.catalog import models as catalog_models
+from probe.catalog.backends import BackendCatalog, catalog
 from probe.catalog.profile import ModelProfile
 from probe.recommend import cautions, explain, halves, needs, reports, select, verdict
-from probe.recommend.flags import engine_arg_flags, flags_data, spell_flags
+from probe.recommend.flags import engine_arg_flags, spell_flags
 from probe.recommend.gather import AskedCells, about, family_runs, gather
 from probe.recommend.halves import Half
 from probe.recommend.sources import default_matrix_paths
@@ -102,14 +103,14 @@ def _answer(
     warnings: list[str],
 ) -> Recommendation:
     """The recommendation for the best-ranked pair, with flags, evidence, runner-up and warnings."""
-    fd = flags_data()
+    cat = catalog()
     mine = ctx.mine
-    prefs = _preferences(fd, req, mine)
+    prefs = _preferences(cat, req, mine)
     pairs = sorted(pairs, key=lambda p: select.pair_rank(p, prefs))
     best = pairs[0]
     vllm = req.vllm
     if not vllm:
-        warnings.append(f"no vLLM version known; flags are spelled for vLLM {fd['latest_known']}")
+        warnings.append(f"no vLLM version known; flags are spelled for vLLM {cat.vllm.latest_known}")
     args, env, flag_warnings = spell_flags(best.moe, best.attn, best.fa, req.quant, vllm)
     runner, speed = explain.comparison(best, select.runner_up(pairs))
     chosen = explain.chosen_choices(best, ladder.moe, ladder.attn)
@@ -124,7 +125,7 @@ def _answer(
     ruled_out = explain.ruled_out_backends(ladder.ruled, _chosen_keys(best))
     roles = {"moe": best.moe, "attention": best.attn}
     picks = _auto_picks(req, mine)
-    need = needs.needs(best, req, mine, ctx.family, fd, ctx.scanned)
+    need = needs.needs(best, req, mine, ctx.family, ctx.scanned)
     fix = needs.report_workarounds(best, req, reports.request_features(req), ctx.report_files)
     env = {**env, **fix.env}
     warnings += explain.departures(picks, roles, ruled_out, _rank_reasons(pairs, picks, prefs))
@@ -200,9 +201,9 @@ def _chosen_keys(best: Pair) -> set[tuple[str, str]]:
     return keys | ({("moe", best.moe)} if best.moe else set())
 
 
-def _preferences(fd: dict[str, Any], req: Request, mine: list[EvidenceCell]) -> select.Preferences:
+def _preferences(cat: BackendCatalog, req: Request, mine: list[EvidenceCell]) -> select.Preferences:
     """vLLM's own auto order, with what its ``auto`` picks for this model here (the oracle) first."""
-    prefs = select.Preferences.of(fd, req)
+    prefs = select.Preferences.of(cat, req)
     moe = verdict.auto_pick(verdict.oracle_cells(mine, req, "moe"))
     attn = verdict.auto_pick(verdict.oracle_cells(mine, req, "attention"))
     return replace(
@@ -316,8 +317,8 @@ def _recommend(
     ctx = _Context(mine, family_runs(got.loaded.cells, prof), scanned, src.report_files)
     measured_here = any(c.evidence == "measured" for c in mine)
     basis = "measured" if measured_here else "fallback"
-    fd = flags_data()
-    rel = select.relevant_cells(mine, req, fd)
+    cat = catalog()
+    rel = select.relevant_cells(mine, req, cat)
     base = Recommendation(
         model=prof.name,
         quant=prof.quant,
@@ -325,14 +326,14 @@ def _recommend(
         gpu_name=got.gpu_name,
         basis="measured" if measured_here else "predicted+reported",
         vllm_version=got.version.vllm,
-        flags_for_vllm=got.version.vllm or fd["latest_known"],
+        flags_for_vllm=got.version.vllm or cat.vllm.latest_known,
         notes=([got.version.note] if got.version.note else [])
         + ([] if measured_here else [_fallback_note(got.sm)]),
         matrices=got.loaded.files,
     )
     warnings = cautions.every_engine_run_failed(rel, req)
-    moe = halves.half(rel, mine, req, "moe", fd) if req.experts else None
-    attn = halves.half(rel, mine, req, "attention", fd)
+    moe = halves.half(rel, mine, req, "moe", cat) if req.experts else None
+    attn = halves.half(rel, mine, req, "attention", cat)
     ruled = [c for h in (moe, attn) if h is not None for c in h.ruled_out]
     ruled = unique_cells(ruled + [c for c in rel.all if c.failed and c.evidence != "predicted"])
     pairs = _engine_pairs(rel, req, basis, warnings)

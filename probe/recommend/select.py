@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from probe.catalog.backends import BackendCatalog
 from probe.recommend import reports
 from probe.recommend.types import (
     EVIDENCE_RANK,
@@ -28,11 +29,6 @@ MOE_ONLY_METRIC = "tokens_per_s of end-to-end runs naming the MoE backend"
 # ------------------------------------------------------------------ relevance
 
 
-def single_gpu_cuda(info: dict[str, Any]) -> bool:
-    """A backend a single NVIDIA GPU can use (not ROCm-only, not an expert-parallel megakernel)."""
-    return info.get("platform", "cuda") == "cuda" and not info.get("expert_parallel_only")
-
-
 def _shard_tps(req: Request) -> dict[int, int]:
     """MoE intermediate width per shard -> the TP degree that gives it."""
     inter = req.intermediate
@@ -45,15 +41,15 @@ def _quant_ok(cell_quant: Any, quant: str) -> bool:
     return cell_quant in (None, "") or cell_quant == quant
 
 
-def _predicted_moe_relevant(c: EvidenceCell, req: Request, flags: dict[str, Any]) -> bool:
-    info = flags["moe_backends"].get(str(c.get("backend")))
-    if info is None or req.quant not in info["quants"] or not single_gpu_cuda(info):
+def _predicted_moe_relevant(c: EvidenceCell, req: Request, cat: BackendCatalog) -> bool:
+    rec = cat.find("moe", str(c.get("backend")))
+    if rec is None or req.quant not in rec.vllm.quants or not rec.vllm.single_gpu_cuda:
         return False
-    floor = (info.get("min_sm") or {}).get(req.quant)
+    floor = rec.vllm.min_sm.get(req.quant)
     return floor is None or (c.get("gpu_sm") or 0) >= floor
 
 
-def moe_relevant(c: EvidenceCell, req: Request, flags: dict[str, Any]) -> bool:
+def moe_relevant(c: EvidenceCell, req: Request, cat: BackendCatalog) -> bool:
     """A MoE cell at this model's shape and quant (or shape-free), or an engine run naming only the
     MoE backend."""
     if c.get("applies"):  # a field report says itself what it applies to
@@ -69,7 +65,7 @@ def moe_relevant(c: EvidenceCell, req: Request, flags: dict[str, Any]) -> bool:
             c.get("quant") == req.quant and c.get("tp") in (None, req.least_tp) and deploy_fits(c, req, "moe")
         )
     if c.evidence == "predicted":
-        return _predicted_moe_relevant(c, req, flags)
+        return _predicted_moe_relevant(c, req, cat)
     if not _quant_ok(c.get("quant"), req.quant):
         return False
     if c.get("experts") is None:
@@ -142,9 +138,9 @@ class Relevant:
         return self.moe + self.attention + self.engine
 
 
-def relevant_cells(mine: list[EvidenceCell], req: Request, flags: dict[str, Any]) -> Relevant:
+def relevant_cells(mine: list[EvidenceCell], req: Request, cat: BackendCatalog) -> Relevant:
     return Relevant(
-        [c for c in mine if moe_relevant(c, req, flags)],
+        [c for c in mine if moe_relevant(c, req, cat)],
         [c for c in mine if attention_relevant(c, req)],
         [c for c in mine if engine_relevant(c, req)],
     )
@@ -271,10 +267,10 @@ class Preferences:
     attention_order: list[str]
 
     @classmethod
-    def of(cls, flags: dict[str, Any], req: Request) -> Preferences:
-        prio = flags.get("auto_priority", {})
+    def of(cls, cat: BackendCatalog, req: Request) -> Preferences:
+        prio = cat.vllm.auto_priority
         return cls(
-            frozenset(k for k, v in flags["moe_backends"].items() if v.get("last_resort")),
+            frozenset(b.name for b in cat.records("moe") if b.vllm.last_resort),
             prio.get("moe", {}).get(req.quant, []),
             prio.get("attention_mla" if req.mla else "attention", []),
         )

@@ -4,7 +4,7 @@ A backend is predicted to work only when
 
 1. vLLM's own check accepts it for this model (:func:`oracle_step`, cells of ``probe predict``,
    basis ``vllm_check``) — or, where the oracle has no cell (a vLLM without adapter, no predictions
-   published), the hand rules of ``probe/data/vllm_flags.json`` do (:func:`hand_rule_step`, basis
+   published), the hand rules of the backend catalog do (:func:`hand_rule_step`, basis
    ``hand_rule``, and the answer says so; a hand rule alone, with neither a scan nor a report
    of the backend working, predicts nothing);
 2. its kernels for the quant's own variant are loadable on the GPU (:func:`scan_step`: the ELF
@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from probe.catalog.backends import BackendCatalog
 from probe.matrix.scan_predictions import variant_for_quant
 from probe.recommend import reports
 from probe.recommend.types import EvidenceCell, Request
@@ -199,24 +200,25 @@ def _fa_step(c: EvidenceCell, fa: int, vllm: str) -> Step:
     return Step("vllm_check", True, [c], f"{vllm}'s own check accepts FA{fa} for this model{default}")
 
 
-def hand_rule_step(req: Request, role: str, backend: str, flags: dict[str, Any]) -> Step:
-    """Step 1 without an oracle cell: the hand rules (``vllm_flags.json``: quants, minimum GPU, platform)."""
+def hand_rule_step(req: Request, role: str, backend: str, cat: BackendCatalog) -> Step:
+    """Step 1 without an oracle cell: the hand rules (the backend catalog's vLLM facts: quants, minimum
+    GPU, platform)."""
     if role == "attention":
         mla = "MLA" in backend.upper()
         ok = mla == req.mla
         return Step("hand_rule", ok, [], "hand rule: " + ("MLA" if mla else "non-MLA") + " backend")
-    info = flags["moe_backends"].get(backend)
-    if info is None:
+    rec = cat.find("moe", backend)
+    if rec is None:
         return NOTHING
-    floor = (info.get("min_sm") or {}).get(req.quant)
+    floor = rec.vllm.min_sm.get(req.quant)
     why = []
-    if req.quant not in info["quants"]:
+    if req.quant not in rec.vllm.quants:
         why.append(f"no {req.quant} kernels")
     if floor is not None and req.sm < floor:
         why.append(f"needs sm_{floor}+ for {req.quant}")
-    if info.get("platform", "cuda") != "cuda" or info.get("expert_parallel_only"):
+    if not rec.vllm.single_gpu_cuda:
         why.append("not a single-GPU CUDA backend")
-    return Step("hand_rule", not why, [], "hand rule (vllm_flags.json): " + ("; ".join(why) or "accepted"))
+    return Step("hand_rule", not why, [], "hand rule (backend catalog): " + ("; ".join(why) or "accepted"))
 
 
 def scan_cell(
@@ -286,12 +288,12 @@ def verdict(
     role: str,
     backend: str,
     fa: int | None,
-    flags: dict[str, Any],
+    cat: BackendCatalog,
 ) -> BackendVerdict:
     """The combined predicted verdict for one backend (see the module docstring)."""
     check = oracle_step(oracle, backend, fa)
     if check.ok is None:
-        check = hand_rule_step(req, role, backend, flags)
+        check = hand_rule_step(req, role, backend, cat)
     scan = scan_step(scan_cell(mine, req, role, backend, fa))
     report = report_step(report_cells(mine, req, role, backend, fa), req)
     seen = (
@@ -302,7 +304,7 @@ def verdict(
 
 
 def candidates(
-    mine: list[EvidenceCell], oracle: list[EvidenceCell], req: Request, role: str, flags: dict[str, Any]
+    mine: list[EvidenceCell], oracle: list[EvidenceCell], req: Request, role: str, cat: BackendCatalog
 ) -> list[tuple[str, int | None]]:
     """(backend, FA version) pairs to judge: those the oracle named for this model, else the hand
     rules' and the scan's backends. FLASH_ATTN once per FA version the scan knows (the oracle's own
@@ -310,10 +312,10 @@ def candidates(
     names = {str(c.get("backend")) for c in oracle if c.get("backend") != "auto"}
     if not names:
         if role == "moe":
-            names = set(flags["moe_backends"])
+            names = set(cat.names("moe"))
         else:
             names = {str(c.get("backend")) for c in mine if is_scan(c) and c.kind == "attention"}
-            names |= set(flags.get("attention_backends", {}))
+            names |= {b.name for b in cat.records("attention") if b.vllm.since}
             names = {n for n in names if ("MLA" in n.upper()) == req.mla}
     out: list[tuple[str, int | None]] = []
     for name in sorted(names):

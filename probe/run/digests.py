@@ -7,7 +7,7 @@ A distribution installed by pip (or uv, or any installer following the packaging
 it installed, with each file's sha256, in ``<name>-<version>.dist-info/RECORD``. The digest of a
 distribution is the sha256 of that RECORD's bytes: cheap (one small file, no walk of the package) and
 exact for what the installer wrote: a rebuilt wheel with any changed file has another RECORD. A
-*component* (``probe/data/runtime_deps.json``: vLLM, torch, the CUDA libraries, FlashInfer, Triton, ...)
+*component* (the backend catalog's ``components``: vLLM, torch, the CUDA libraries, FlashInfer, Triton, ...)
 digests the sorted ``name==version:digest`` lines of every installed distribution matching its patterns;
 a component with none installed is ``absent`` (installing it later changes the digest).
 

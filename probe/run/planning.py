@@ -64,25 +64,22 @@ class RunPlan:
 
 
 def compiles_itself(spec: CellSpec) -> str | None:
-    """What a cell compiles at first use by its backend's nature (the backend catalog's ``mode``)."""
-    from probe.catalog.backends import backend_catalog
+    """What a cell compiles at first use by its backend's nature (the backend catalog's ``mode``;
+    FLASH_ATTN per FA version: FA2 / FA3 ship compiled, FA4 does not; no version: any of them)."""
+    from probe.catalog.backends import catalog
 
     kind = spec.kind.value
     if kind not in ("moe", "attention"):
         return None
-    name = spec.params.get("backend")
-    found = [b for b in backend_catalog().backends if b.kind == kind and b.name == name]
-    fa = spec.params.get("fa_version")
-    if fa and any(b.id.endswith(f".fa{fa}") for b in found):  # FLASH_ATTN: FA2 / FA3 ship compiled, FA4 not
-        found = [b for b in found if b.id.endswith(f".fa{fa}")]
+    name, fa = spec.params.get("backend"), spec.params.get("fa_version")
+    found = [b for b in catalog().records(kind) if b.name == name]
+    if fa:
+        found = [b for b in found if b.fa_version == fa] or found
     modes = {b.mode for b in found}
-    if "jit" in modes:
-        return "JIT module"
-    if "pure-triton" in modes:
-        return "Triton kernels"
-    if "python" in modes:
-        return "CuTe DSL kernels"
-    return None
+    return next((what for mode, what in _COMPILES if mode in modes), None)
+
+
+_COMPILES = (("jit", "JIT module"), ("pure-triton", "Triton kernels"), ("python", "CuTe DSL kernels"))
 
 
 def _warm_estimate(w: CellSpec, est: Estimates, cached: str | None) -> tuple[float, str]:

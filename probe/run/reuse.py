@@ -4,7 +4,7 @@ changed; run everything else.
 Every result ``probe run`` records carries ``details.reuse = {"run": RUN_ID, "inputs": {...}}``: what the
 result depended on when it was measured (:func:`cell_inputs`): probe's version, the GPU (name and
 compute capability), the driver, the CUDA version torch was built for, and the digest
-(:mod:`probe.run.digests`) of every component the cell runs on (``probe/data/runtime_deps.json``: vLLM,
+(:mod:`probe.run.digests`) of every component the cell runs on (the backend catalog's ``components``: vLLM,
 torch and the CUDA libraries always; FlashInfer for ``flashinfer_*`` / FLASHINFER cells; Triton for
 triton / TRITON_ATTN / FLEX_ATTENTION; DeepGEMM for ``deep_gemm``; CuTe DSL for FA4 and
 ``flashinfer_cutedsl``; engine and import cells: everything). A planned cell is copied from the baseline
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from probe import __version__
-from probe.catalog import runtime_deps
+from probe.catalog.backends import Components, catalog
 from probe.cell_params import BUDGET_KEYS
 from probe.cells import CellRecord, CellResult, CellSpec
 from probe.errors import BadInputError
@@ -33,15 +33,15 @@ from probe.run.digests import ABSENT, UNKNOWN, DigestCache, component_digests, i
 from probe.run.estimates import timed_rows
 
 
-def deps_table() -> Any:
-    """``probe/data/runtime_deps.json``, validated (:mod:`probe.catalog.runtime_deps`)."""
-    return runtime_deps.validate()
+def deps_table() -> Components:
+    """The components of the backend catalog (``probe/data/backends.json``), validated."""
+    return catalog().components
 
 
 def components_of(kind: str, params: Mapping[str, Any]) -> tuple[str, ...]:
     """The components a cell of ``kind`` with ``params`` runs on (sorted)."""
     backend = params.get("backend") if kind != "engine" else None
-    return runtime_deps.components(kind, str(backend), params.get("fa_version"))
+    return catalog().components_of(kind, str(backend), params.get("fa_version"))
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class Environment:
 
 def environment(site_dirs: Sequence[str], gpu: Mapping[str, Any], cache: DigestCache) -> Environment:
     """This host's environment: ``gpu`` as ``probe.matrix.build.nvidia_smi`` reports it."""
-    comps = {k: tuple(v) for k, v in deps_table().components.items()}
+    comps = {k: tuple(v) for k, v in deps_table().groups.items()}
     dists = installed(site_dirs)
     packages = component_digests(dists, comps, cache)
     cache.save()

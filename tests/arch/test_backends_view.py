@@ -15,7 +15,7 @@ from probe.arch.backends import (
     render_table,
 )
 from probe.arch.records import Entry, FileRecord, KernelInfo, ScanReport
-from probe.catalog.backends import backend_catalog
+from probe.catalog.backends import catalog as backend_catalog
 from probe.catalog.gpus import catalog, parse_target
 
 BF16, FP16, E4M3 = 1125899906909960, 1125899906910725, 2814749767172868
@@ -259,7 +259,7 @@ def test_renderers_and_json():
     doc = json.loads(json.dumps(backends_json(report, gpus)))
     assert doc["schema_version"] == 1 and doc["verdicts"][0] == "sass"
     assert {c["verdict"] for c in doc["cells"]} <= set(RANK)
-    assert len(doc["cells"]) == sum(len(b.variants) for b in backend_catalog().backends) * 2
+    assert len(doc["cells"]) == sum(len(b.scan.variants) for b in backend_catalog().scanned()) * 2
 
 
 def test_file_level_verdicts_are_starred_in_the_table():

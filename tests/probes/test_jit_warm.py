@@ -87,7 +87,7 @@ def test_only_the_cutlass_moe_backend_builds_the_cutlass_module():
 
 
 def test_cells_vllm_refuses_before_compiling_do_not_wait():
-    """flashinfer_cutlass takes NVFP4 only from sm_100, and never fp8_block (vllm_flags.json): on an H100
+    """flashinfer_cutlass takes NVFP4 only from sm_100, and never fp8_block (the backend catalog): on an H100
     those cells are refused by vLLM's selection at once, so they run beside the pre-pass; with no cell
     left that needs the module, it is not built at all."""
     moe = "probe.probes.moe:run"

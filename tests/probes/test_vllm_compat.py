@@ -54,7 +54,7 @@ def test_static_info_033_has_newer_values():
 
 
 def test_known_moe_backends_cover_every_release_read():
-    # the fallback superset (probe/data/vllm_flags.json) holds every value 0.26 and 0.33 accept
+    # the fallback superset (the backend catalog's MoE records) holds every value 0.26 and 0.33 accept
     known = set(vc.known_moe_backends())
     for tag in ("v026", "v033"):
         assert set(vc.static_info([str(FAKE / tag)]).moe_backends) <= known, tag

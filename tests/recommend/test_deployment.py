@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from probe.catalog.backends import backend_catalog
+from probe.catalog.backends import catalog as backend_catalog
 from probe.catalog.models import load_profiles
 from probe.recommend.recommender import recommend
 from probe.recommend.types import Deployment, Recommendation

@@ -139,9 +139,9 @@ def test_scan_step_takes_the_quant_variant():
 
 
 def test_hand_rule_step_says_so():
-    from probe.recommend.flags import flags_data
+    from probe.catalog.backends import catalog
 
-    step = v.hand_rule_step(_req("122b", 110), "moe", "cutlass", flags_data())
+    step = v.hand_rule_step(_req("122b", 110), "moe", "cutlass", catalog())
     assert step.source == "hand_rule" and step.reason.startswith("hand rule")
 
 

@@ -5,7 +5,7 @@ A measured cell is comparable when it is at a catalog model's shape (it names th
 version has published predictions, and its outcome says what vLLM's selection said: ``ok`` (vLLM
 accepted the backend and it ran) or ``unsupported`` (vLLM refused it). Cells whose refusal or failure
 came from a package the measured image lacked (``ImportError`` / ``No module named …``, or a backend
-whose runtime package — ``runtime_deps.json`` ``imports`` — the image's provenance does not
+whose runtime package — the backend catalog's ``components.imports`` — the image's provenance does not
 list: the H200 image had no FlashInfer) are image differences, not predictions to check, and are
 counted apart; so are runtime failures (``device_fault``, ``wrong_output`` …), which no selection
 check sees.
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from probe.catalog import runtime_deps
+from probe.catalog.backends import catalog
 
 ROOT = Path(__file__).resolve().parents[2]
 MEASURED = sorted((ROOT / "matrices" / "measured").glob("nvidia-*-sm90-*.json"))
@@ -42,7 +42,7 @@ def _predictions(version: str) -> list[dict[str, Any]]:
 def _lacks_runtime_package(c: dict[str, Any], versions: dict[str, Any]) -> bool:
     """The measured image is not known to hold a package the cell's backend imports (its provenance
     records no version of it: the H200 image had no FlashInfer, and no humming-kernels)."""
-    needed = runtime_deps.imports(c["kind"], str(c.get("backend")), c.get("fa_version"))
+    needed = catalog().imports_of(c["kind"], str(c.get("backend")), c.get("fa_version"))
     return any(not versions.get(p["provenance"]) for p in needed)  # not recorded: not known to be there
 
 

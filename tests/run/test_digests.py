@@ -10,7 +10,7 @@ from tests.run.conftest import write_dist
 
 
 def _comps() -> dict[str, tuple[str, ...]]:
-    return {k: tuple(v) for k, v in deps_table().components.items()}
+    return {k: tuple(v) for k, v in deps_table().groups.items()}
 
 
 def test_a_component_digest_changes_with_its_record_only(site, tmp_path):
@@ -63,6 +63,6 @@ def test_what_each_kind_of_cell_runs_on():
         "cute_dsl",
     }
     assert set(components_of("attention", {"backend": "FLASHINFER_MLA"})) == always | {"flashinfer"}
-    everything = set(deps_table().components)
+    everything = set(deps_table().groups)
     assert set(components_of("engine", {"moe_backend": "marlin"})) == everything
     assert set(components_of("moe", {"backend": "a_backend_nobody_knows"})) == everything
