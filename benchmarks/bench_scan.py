@@ -211,7 +211,7 @@ def profile(paths: list[str]) -> str:
     import io
     import pstats
 
-    from probe.arch.scan import scan_paths
+    from probe.arch.scanner import scan_paths
 
     pr = cProfile.Profile()
     pr.enable()

@@ -20,11 +20,6 @@ code  meaning
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from probe.run import RunReport
-
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_USAGE = 2
@@ -87,14 +82,3 @@ class DataFileError(ProbeError):
     """A packaged data file (catalog, profiles, signatures) failed validation: a bug in probe."""
 
     exit_code = EXIT_INFRA
-
-
-class RunInterrupted(ProbeError):
-    """A run stopped by Ctrl-C or SIGTERM after writing what it had measured; ``report`` is the
-    :class:`probe.run.RunReport` of that partial run."""
-
-    exit_code = EXIT_INTERRUPTED
-
-    def __init__(self, report: RunReport) -> None:
-        super().__init__("interrupted")
-        self.report = report

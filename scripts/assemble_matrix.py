@@ -52,8 +52,8 @@ from typing import Any
 from probe.cells import CellResult
 from probe.errors import BadInputError, ProbeError, UsageError
 from probe.matrix.build import build_matrix, normalize_gpu, write_matrix
+from probe.matrix.fleet import union
 from probe.matrix.io import load_matrix
-from probe.matrix.merge import union
 from probe.matrix.schema import Matrix
 from probe.sandbox.logtext import strip_prefixes
 

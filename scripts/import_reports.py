@@ -25,8 +25,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from probe.catalog import report_vocab as vocab  # noqa: E402
-from probe.catalog.report_rules import FIELDS, SCHEMA_VERSION, duplicate_key, report_problems  # noqa: E402
+from probe.reports import vocab  # noqa: E402
+from probe.reports.rules import FIELDS, SCHEMA_VERSION, duplicate_key, report_problems  # noqa: E402
 
 DEFAULT_INTO = ROOT / "probe" / "data" / "reports.json"
 ABOUT = (

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from probe.catalog.backends import catalog, matching
-from probe.catalog.models import resolve_model
+from probe.modelcfg.resolve import resolve_model
 from probe.probes.engine import ENGINE_ENV
 from probe.probes.moe import QUANTS, estimate_mem_gib
 

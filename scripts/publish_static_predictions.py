@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from probe.arch.backends import BackendRow
+    from probe.arch.backend_view import BackendRow
     from probe.arch.records import FileRecord
     from probe.catalog.gpus import Gpu
 
@@ -148,7 +148,7 @@ def _markdown(
     doc: dict[str, Any], table: Any, cells: list[BackendRow], files: list[dict[str, Any]], gpus: Sequence[Gpu]
 ) -> list[str]:
     from probe import __version__
-    from probe.arch.backends import LEGEND, render_markdown
+    from probe.arch.backend_view import LEGEND, render_markdown
 
     provenance = doc["provenance"]
     command = doc["generated_by"]["command"]
@@ -193,7 +193,7 @@ def _markdown(
 
 def scan(whls: dict[str, Path]) -> tuple[list[FileRecord], list[FileRecord]]:
     """Records of the vLLM / FlashInfer wheels (kernels included) and of torch's CUDA libraries."""
-    from probe.arch.scan import scan_paths
+    from probe.arch.scanner import scan_paths
 
     records = []
     for name in ("vllm", "flashinfer-python", "flashinfer-cubin"):
@@ -207,7 +207,7 @@ def document(
 ) -> tuple[dict[str, Any], list[str]]:
     """The static-predictions document of these wheels and its Markdown lines."""
     from probe import __version__
-    from probe.arch.backends import LEGEND, VERDICTS, backend_table_from_cells, backend_view
+    from probe.arch.backend_view import LEGEND, VERDICTS, backend_table_from_cells, backend_view
     from probe.catalog.backends import catalog as backend_catalog
     from probe.catalog.gpus import catalog
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from probe.cells import CellResult, CellSpec
-from probe.errors import RunInterrupted, UsageError
-from probe.run import RunOptions, run_plan
+from probe.errors import UsageError
+from probe.run import RunInterrupted, RunOptions, run_plan
 from tests.sandbox.conftest import M
 
 

@@ -4,7 +4,7 @@ A requirement of ``probe/data/backends.json`` names files (globs) and kernel-nam
 scanned files that match are grouped into units (a kernel, or a whole file when kernel names were
 not read), each unit is decided with :mod:`probe.arch.compat`, and the requirement takes the weakest
 (``aggregate: all``) or best unit of its best kernel-name alternative. A variant takes the weakest
-requirement, then vLLM's compute-capability gate. :mod:`probe.arch.backends` builds the view and
+requirement, then vLLM's compute-capability gate. :mod:`probe.arch.backend_view` builds the view and
 its tables from these cells.
 """
 

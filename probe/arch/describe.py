@@ -2,7 +2,7 @@
 
 Works on any :class:`probe.arch.elf.Reader` (a file on disk, a wheel member, a buffer); problems
 (truncated, not ELF, unreadable ...) go into the record's ``error``, never into an exception.
-Used by :mod:`probe.arch.scan` (files on disk) and :mod:`probe.arch.wheel` (zip members).
+Used by :mod:`probe.arch.scanner` (files on disk) and :mod:`probe.arch.wheel` (zip members).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What kind of input a path given to ``probe scan`` is, decided without importing the readers.
 
-:func:`looks_like_image` is the per-input test :func:`probe.arch.scan.scan_inputs` runs on every
+:func:`looks_like_image` is the per-input test :func:`probe.arch.scanner.scan_inputs` runs on every
 path it is given (a stat for a folder, a 512-byte read for a file): only when it says "image" is
 :mod:`probe.arch.image` imported. Files met while walking a folder are never tested (a ``.tar``
 inside site-packages is not an input).

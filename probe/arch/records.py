@@ -305,7 +305,7 @@ class ScanReport(Record):
     verdicts: list[FileVerdict] = field(default_factory=list)
     verify: VerifyReport | None = None
     backends: Any = field(
-        default=None, metadata=_doc("--backends: the backend view, as probe.arch.backends returns it")
+        default=None, metadata=_doc("--backends: the backend view, as probe.arch.backend_view returns it")
     )
 
     _nested: ClassVar[dict[str, type[Record]]] = {

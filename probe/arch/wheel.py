@@ -47,7 +47,7 @@ from probe.arch.limits import (
 from probe.arch.records import FileRecord
 
 if TYPE_CHECKING:
-    from probe.arch.cache import ScanCache
+    from probe.arch.scan_cache import ScanCache
 
 SMALL_MEMBER = 16 << 20
 WHEEL_THREADS = min(4, os.cpu_count() or 1)
@@ -80,7 +80,7 @@ def wheel_package(path: str) -> str | None:
 def scan_wheel(path: str, *, kernels: bool = False, cache: ScanCache | None = None) -> list[FileRecord]:
     """One record per device-code member (path ``<wheel>!<member>``); a bad archive gives one
     record for the wheel itself, carrying the error."""
-    from probe.arch.cache import stat_key
+    from probe.arch.scan_cache import stat_key
 
     key = stat_key(path, kernels, member="*") if cache is not None else None
     if key and cache is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal, get_args
 
-from probe.catalog.layers import SCHEMES, AttentionKind, QuantScheme, Routing, attention_kind_from_dict
+from probe.catalog.layer_kinds import SCHEMES, AttentionKind, QuantScheme, Routing, attention_kind_from_dict
 from probe.catalog.quants import QUANTS
 from probe.errors import UsageError
 
@@ -81,7 +81,7 @@ class ModelProfile:
     sources: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     origin: str = "catalog"  # 'catalog' or the config.json it was derived from
-    # per distinct layer type, as vLLM builds the layers (probe.catalog.layers); empty for a packaged
+    # per distinct layer type, as vLLM builds the layers (probe.catalog.layer_kinds); empty for a packaged
     # profile that does not list them: one kind derived from the fields above (layer_kinds())
     attention_kinds: tuple[AttentionKind, ...] = ()
     mixer_layers: tuple[tuple[str, int], ...] = ()  # layers without a KV cache: (vLLM mamba_type, count)

@@ -25,7 +25,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from probe.sandbox.classify import Classification, LogScanner
+    from probe.sandbox.classifier import Classification, LogScanner
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
@@ -70,7 +70,7 @@ def _signal_name(value: str | None, exit_code: int | None) -> tuple[str | None, 
 
 def _read(path: str) -> LogScanner:
     from probe.errors import BadInputError
-    from probe.sandbox.classify import LogScanner
+    from probe.sandbox.classifier import LogScanner
     from probe.sandbox.loginput import open_log
 
     scanner = LogScanner()

@@ -28,7 +28,7 @@ def execute(args: argparse.Namespace) -> int:
     old, new = load_matrix(args.old), load_matrix(args.new)
     models = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else None
     if models:
-        from probe.catalog.models import resolve_model
+        from probe.modelcfg.resolve import resolve_model
 
         models = [resolve_model(m).name for m in models]
     cmp = compare(old, new, models=models)

@@ -67,10 +67,10 @@ def execute(args: argparse.Namespace) -> int:
     import json
     import os
 
-    from probe.catalog.reports import env_report_files, load_reports
     from probe.cli.flags import output_file, with_flag_errors, written
-    from probe.decide.gate import gate_junit, gate_markdown, github_annotations, run_gate
+    from probe.decide.regressions import gate_junit, gate_markdown, github_annotations, run_gate
     from probe.matrix.io import load_matrix, write_text_atomic
+    from probe.reports.base import env_report_files, load_reports
 
     summary = args.summary or os.environ.get("GITHUB_STEP_SUMMARY")
     if args.junit:
@@ -81,7 +81,7 @@ def execute(args: argparse.Namespace) -> int:
     reports = load_reports([*(args.reports or []), *env_report_files()])
     models = None
     if args.models:
-        from probe.catalog.models import resolve_model
+        from probe.modelcfg.resolve import resolve_model
 
         models = [resolve_model(m.strip()).name for m in args.models.split(",") if m.strip()]
     rep = with_flag_errors(

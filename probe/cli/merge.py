@@ -16,8 +16,8 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     from probe.cli.flags import output_file, written
+    from probe.matrix.fleet import merge
     from probe.matrix.io import load_document, write_document
-    from probe.matrix.merge import merge
 
     output_file(args.output, "-o")
     fleet = merge([load_document(p) for p in args.matrices])

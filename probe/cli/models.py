@@ -29,8 +29,9 @@ def execute(args: argparse.Namespace) -> int:
 
     from tabulate import tabulate
 
-    from probe.catalog.layers import layer_spec
-    from probe.catalog.models import load_profiles, resolve_model
+    from probe.catalog.models import load_profiles
+    from probe.modelcfg.layer_spec import layer_spec
+    from probe.modelcfg.resolve import resolve_model
 
     if args.model:
         prof = resolve_model(args.model)
@@ -85,7 +86,7 @@ def layers_text(prof: Any) -> str:
     """The per-layer reading of one profile as a few lines of text (``probe models X --layers``)."""
     from tabulate import tabulate
 
-    from probe.catalog.layers import moe_spec
+    from probe.modelcfg.layer_spec import moe_spec
 
     kinds = prof.layer_kinds()
     head = f"{prof.name}: {prof.model_type}" + (f" / {prof.text_model_type}" if prof.text_model_type else "")

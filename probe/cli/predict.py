@@ -70,7 +70,8 @@ def _targets(values: list[str] | None) -> list[Any]:
 
 
 def _profiles(text: str | None) -> list[Any]:
-    from probe.catalog.models import load_profiles, resolve_model
+    from probe.catalog.models import load_profiles
+    from probe.modelcfg.resolve import resolve_model
 
     if not text:
         return list(load_profiles())
@@ -111,7 +112,7 @@ def execute(args: argparse.Namespace) -> int:
 
     from probe.errors import EXIT_PARTIAL
     from probe.matrix.io import write_text_atomic
-    from probe.oracle.predict import run_child
+    from probe.oracle.collect import run_child
     from probe.oracle.queries import plan
     from probe.oracle.to_matrix import build_matrix, compact_json, write_split
 

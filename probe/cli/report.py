@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from probe.catalog.report_vocab import KINDS, QUANTS
+from probe.reports.vocab import KINDS, QUANTS
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
@@ -61,8 +61,8 @@ def _pairs(values: list[str], what: str) -> dict[str, str]:
 
 
 def _features(values: list[str]) -> dict[str, Any]:
-    from probe.catalog.report_vocab import FEATURES, feature_problem
     from probe.errors import OptionError
+    from probe.reports.vocab import FEATURES, feature_problem
 
     out: dict[str, Any] = {}
     for k, text in _pairs(values, "feature").items():
@@ -81,9 +81,9 @@ def _features(values: list[str]) -> dict[str, Any]:
 def execute(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from probe.catalog.reports import env_report_files
     from probe.decide.report_entries import LogReport, append_entries, entry_from_log
     from probe.errors import OptionError
+    from probe.reports.base import env_report_files
 
     if not args.url and not args.citation:
         raise OptionError("url", "say where the report can be read", hint="pass --url, or --citation TEXT")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from probe.catalog.report_vocab import KINDS, QUANTS
+from probe.reports.vocab import KINDS, QUANTS
 
 
 def configure_parser(p: argparse.ArgumentParser) -> None:
@@ -42,7 +42,7 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
 
 
 def _files(args: argparse.Namespace) -> list[str]:
-    from probe.catalog.reports import env_report_files
+    from probe.reports.base import env_report_files
 
     return [*(args.reports or []), *map(str, env_report_files())]
 
@@ -71,8 +71,9 @@ def execute(args: argparse.Namespace) -> int:
     import json
 
     from probe.catalog.gpus import parse_target
-    from probe.catalog.reports import load_reports, matches
     from probe.decide.report_views import Listed, as_json, coverage_markdown, coverage_text, render_text
+    from probe.reports.base import load_reports, matches
+    from probe.reports.ranges import version_status
 
     if args.from_run:
         return _from_run(args)
@@ -90,7 +91,7 @@ def execute(args: argparse.Namespace) -> int:
             r, gpu_sm=sm, backend=args.backend, kind=args.kind, quant=args.quant, model=args.model
         ):
             continue
-        status = r.status(asked) if asked else None
+        status = version_status(r, asked) if asked else None
         if status is None or status.applies:
             items += [Listed(g, r, status) for g in r.gpus if sm is None or g == sm]
     if args.json:

@@ -214,7 +214,7 @@ def _add_output_flags(g: argparse._ArgumentGroup) -> None:
 
 
 def _build_plan(args: argparse.Namespace) -> list[CellSpec]:
-    from probe.run import load_plan_file
+    from probe.run.planning import load_plan_file
 
     if args.plan_file:
         return load_plan_file(args.plan_file)
@@ -262,8 +262,8 @@ def execute(args: argparse.Namespace) -> int:
     import time
 
     from probe.cli.run_report import Printer, summary
-    from probe.errors import EXIT_OK, EXIT_PARTIAL, RunInterrupted
-    from probe.run import prepare, run_plan
+    from probe.errors import EXIT_OK, EXIT_PARTIAL
+    from probe.run import RunInterrupted, prepare, run_plan
 
     printer = Printer(args.budget, time.monotonic())
     opts = options_from_args(args, _build_plan(args), printer)

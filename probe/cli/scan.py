@@ -126,7 +126,7 @@ def execute(args: argparse.Namespace) -> int:
         _write(args.output, json.dumps(json_schema(), indent=1) + "\n")
         return EXIT_OK
 
-    from probe.arch.scan import build_report, scan_inputs
+    from probe.arch.scanner import build_report, scan_inputs
 
     if args.json:
         args.format = "json"
@@ -183,7 +183,7 @@ def execute(args: argparse.Namespace) -> int:
 
 def _roots(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
     """The folders / files to scan, and the package label of each cache folder among them."""
-    from probe.arch.scan import cache_roots, default_roots
+    from probe.arch.scanner import cache_roots, default_roots
 
     labels: dict[str, str] = {}
     if args.paths:
@@ -218,18 +218,18 @@ def _write(output: str | None, text: str | Iterable[str], end: str = "") -> None
 
 
 def _backend_view(report: ScanReport, gpus: list[Gpu]) -> Any:
-    """The backend x target view from ``probe.arch.backends.backend_table`` when it is installed."""
+    """The backend x target view from ``probe.arch.backend_view.backend_table`` when it is installed."""
     import importlib
 
     from probe.errors import UsageError
 
     try:
-        mod = importlib.import_module("probe.arch.backends")
+        mod = importlib.import_module("probe.arch.backend_view")
     except ModuleNotFoundError as exc:
-        if exc.name != "probe.arch.backends":
+        if exc.name != "probe.arch.backend_view":
             raise
         raise UsageError(
-            "--backends: the backend view (probe.arch.backends) is not part of this build"
+            "--backends: the backend view (probe.arch.backend_view) is not part of this build"
         ) from None
     return mod.backend_table(report, gpus)
 

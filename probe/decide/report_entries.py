@@ -1,10 +1,10 @@
 """New field reports: from a log (``probe report add``), from a fleet's own ``probe run`` (``probe
 reports --from-run``), and the user file they are appended to (never the packaged base).
 
-A log goes through the crash classifier (:mod:`probe.sandbox.classify`: outcome, the decisive line,
+A log goes through the crash classifier (:mod:`probe.sandbox.classifier`: outcome, the decisive line,
 the signature rule); a run's failing cells are grouped one report per kind x backend (x FA
 version) x quant, with how many of the measured shapes failed. Every entry is checked by the same
-rules as the packaged base (:mod:`probe.catalog.report_rules`) and by its pydantic model before it
+rules as the packaged base (:mod:`probe.reports.rules`) and by its pydantic model before it
 is written.
 """
 
@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from probe.catalog import datafiles
-from probe.catalog import report_vocab as vocab
 from probe.catalog.gpus import parse_target
-from probe.catalog.report_rules import FIELDS, SCHEMA_VERSION, report_problems, uniqueness_problems
-from probe.catalog.reports import PACKAGED, provenance_versions
 from probe.errors import BadInputError, OptionError
 from probe.outcomes import OUTCOME_HELP, Outcome
+from probe.reports import vocab
+from probe.reports.base import provenance_versions
+from probe.reports.record import PACKAGED
+from probe.reports.rules import FIELDS, SCHEMA_VERSION, report_problems, uniqueness_problems
 
 ABOUT = "Field reports of this site (probe report add / probe reports --from-run); schema: docs/reports.md"
 
@@ -76,7 +77,7 @@ def _versions(pairs: dict[str, str]) -> tuple[dict[str, list[str]], str | None]:
 
 
 def _classify(path: Path) -> Any:
-    from probe.sandbox.classify import classify_stream
+    from probe.sandbox.classifier import classify_stream
 
     opener = gzip.open if path.suffix == ".gz" else open
     try:
@@ -156,7 +157,7 @@ def _checked(entry: dict[str, Any]) -> dict[str, Any]:
         raise BadInputError(f"report {entry.get('id')}: " + "; ".join(problems))
     from pydantic import ValidationError
 
-    from probe.catalog.report_schema import ReportModel
+    from probe.reports.report_schema import ReportModel
 
     try:
         ReportModel.model_validate(entry)
@@ -172,7 +173,7 @@ def read_user_file(path: Path) -> dict[str, Any]:
     """The user's report file (a new, empty one when it does not exist yet)."""
     if not path.exists():
         return {"schema_version": SCHEMA_VERSION, "about": ABOUT, "reports": []}
-    from probe.catalog.reports import read_report_file
+    from probe.reports.base import read_report_file
 
     read_report_file(path)  # checked: BadInputError when it is not a valid report file
     doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))

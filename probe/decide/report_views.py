@@ -8,10 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from probe.catalog import report_vocab as vocab
 from probe.catalog.gpus import catalog
-from probe.catalog.report_versions import VersionStatus, fix_text, seen_text
-from probe.catalog.reports import Report, features_fit
+from probe.reports import vocab
+from probe.reports.base import features_fit
+from probe.reports.ranges import VersionStatus, fix_text, seen_text
+from probe.reports.record import Report
 
 KIND_WORDS = {"moe": "MoE", "attention": "attention", "engine": "engine", "gemm": "GEMM"}
 

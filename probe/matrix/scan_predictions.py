@@ -44,7 +44,7 @@ def _short(text: str, n: int = 400) -> str:
 
 
 def _view_rows(cells: list[Any], variants: bool) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """Rows of ``probe scan --backends --json`` (``probe.arch.backends.backends_json``) cells."""
+    """Rows of ``probe scan --backends --json`` (``probe.arch.backend_view.backends_json``) cells."""
     for c in cells:
         if not isinstance(c, dict) or not {"target", "verdict"} <= c.keys():
             continue

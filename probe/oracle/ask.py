@@ -18,7 +18,7 @@ from typing import Any
 from probe.cachedir import cache_dir
 from probe.catalog.gpus import Gpu
 from probe.catalog.profile import ModelProfile
-from probe.oracle.predict import run_child
+from probe.oracle.collect import run_child
 from probe.oracle.queries import plan
 from probe.oracle.to_matrix import build_matrix
 

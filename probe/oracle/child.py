@@ -3,7 +3,7 @@
 ``python -m probe.oracle.child < request.json`` (the parent puts a directory holding only a
 ``probe`` link on ``PYTHONPATH``, so the image needs nothing of probe's dependencies: these modules
 import the standard library, and vLLM / torch lazily). It reads one JSON request (targets x
-attention queries x MoE queries, planned by :mod:`probe.oracle.predict`) from stdin and prints one
+attention queries x MoE queries, planned by :mod:`probe.oracle.collect`) from stdin and prints one
 JSON answer on stdout.
 
 No GPU is needed. How the target GPU is faked — only here, in this child

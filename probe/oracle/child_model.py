@@ -16,7 +16,7 @@ GPU — and reads every layer vLLM built:
 * each routed-experts layer's ``FusedMoEConfig`` (experts, top-k, hidden, intermediate, activation,
   routing inputs) and its quant method (the experts' own scheme, which can differ from the model's).
 
-The spec's shape is the one :func:`probe.catalog.layers.layer_spec` gives for the fast reader, so the
+The spec's shape is the one :func:`probe.modelcfg.layer_spec.layer_spec` gives for the fast reader, so the
 two readings compare field by field (``tests/catalog/test_vllm_reading.py``).
 """
 
@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-# vLLM's quant-method classes of routed experts -> probe's scheme names (see probe.catalog.layers)
+# vLLM's quant-method classes of routed experts -> probe's scheme names (see probe.catalog.layer_kinds)
 _MOE_METHOD_SCHEME = {
     "UnquantizedFusedMoEMethod": "bf16",
     "ModelOptFp8MoEMethod": "fp8",

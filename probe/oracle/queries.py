@@ -17,8 +17,9 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from probe.catalog.gpus import Gpu
-from probe.catalog.layers import VLLM_MOE_ACTIVATION, AttentionKind, routing_of
+from probe.catalog.layer_kinds import VLLM_MOE_ACTIVATION, AttentionKind
 from probe.catalog.models import QUANTS, ModelProfile, quantization_config
+from probe.modelcfg.layer_spec import routing_of
 
 DEFAULT_TPS: tuple[int, ...] = (1, 2, 4)
 #: the KV-cache dtypes every attention kind is asked with (vLLM's --kv-cache-dtype: auto, fp8)

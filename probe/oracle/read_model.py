@@ -3,7 +3,7 @@
 ``read_with_vllm(paths, python=...)`` hands the child config.json files / model folders and returns
 vLLM's own reading of each (per-layer attention kinds, KV-less layers, routed experts with their
 quant scheme, the quant method vLLM resolves, whether the architecture is registered). The child runs
-like the oracle's (:func:`probe.oracle.predict.run_child`): its own process, ``CUDA_VISIBLE_DEVICES``
+like the oracle's (:func:`probe.oracle.collect.run_child`): its own process, ``CUDA_VISIBLE_DEVICES``
 emptied, a stub ``libcuda`` where there is no driver, only a ``probe`` link on ``PYTHONPATH``.
 
 Nothing here imports torch or vLLM.
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from probe.errors import InfraError
-from probe.oracle.predict import child_answer
+from probe.oracle.collect import child_answer
 
 DEFAULT_TIMEOUT_S = 1800.0
 

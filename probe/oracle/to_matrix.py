@@ -29,7 +29,7 @@ from typing import Any
 
 from probe import __version__
 from probe.matrix.schema import Cell, Matrix, Provenance, RunInfo, Versions
-from probe.oracle.predict import OracleAnswer, OracleRun
+from probe.oracle.collect import OracleAnswer, OracleRun
 from probe.oracle.queries import AttentionQuery, MoeQuery, OracleRequest
 from probe.outcomes import Outcome
 

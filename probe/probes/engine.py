@@ -293,7 +293,7 @@ def _generate_check(
 
 
 def _run_mla_attention(p: AttentionParams, ctx: ProbeContext, details: dict[str, Any]) -> dict[str, Any]:
-    from probe.catalog.models import resolve_model
+    from probe.modelcfg.resolve import resolve_model
 
     prof = resolve_model(str(p.model))
     cfg = synthetic_hf_config(prof, num_layers=1, quant="bf16")
@@ -307,7 +307,7 @@ def _run_mla_attention(p: AttentionParams, ctx: ProbeContext, details: dict[str,
 
 def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
     """Engine cell: params model, moe_backend, attention_backend, fa_version, quant, layers, tokens."""
-    from probe.catalog.models import resolve_model
+    from probe.modelcfg.resolve import resolve_model
 
     p = EngineParams.from_wire(params)
     prof = resolve_model(p.model)

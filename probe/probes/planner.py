@@ -356,7 +356,7 @@ def _engine_cells(opts: PlanOptions, models: list[Any]) -> list[CellSpec]:
 
 def build_plan(opts: PlanOptions) -> list[CellSpec]:
     """All cells for ``opts``; raises :class:`OptionError` / ``UsageError`` (unknown model)."""
-    from probe.catalog.models import resolve_model
+    from probe.modelcfg.resolve import resolve_model
 
     check_options(opts)
     models = [resolve_model(n) for n in opts.models]

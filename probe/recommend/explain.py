@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from probe.recommend import reports
+from probe.recommend import report_match
 from probe.recommend.halves import Half
 from probe.recommend.types import Choice, EvidenceCell, Pair, Request
 
@@ -37,7 +37,7 @@ def where(c: EvidenceCell) -> str | None:
 
 def note(c: EvidenceCell, req: Request, chosen: dict[str, Choice]) -> str | None:
     if c.evidence == "reported":
-        return reports.scope(c, req)
+        return report_match.scope(c, req)
     choice = chosen.get("attention" if c.kind == "attention" else "moe")
     if choice is not None and c in choice.ok_cells and choice.note:
         return choice.note

@@ -126,17 +126,17 @@ def report_workarounds(best: Pair, req: Request, features: dict[str, Any], files
     """Flags and environment that field reports in range give for the chosen backends on this GPU
     (a failure the answer keeps its backend despite — measured working here — or a degraded run):
     each added to the answer with the report's link."""
-    from probe.catalog import reports as catalog_reports
+    from probe.reports.base import load_reports, workarounds_for
 
     lines: list[str] = []
     env: dict[str, str] = {}
     flags: list[str] = []
-    pool = catalog_reports.load_reports(files or None, frozenset({req.sm}), check=False)
+    pool = load_reports(files or None, frozenset({req.sm}), check=False)
     chosen = [(best.moe, "moe"), (best.attn, "attention")]
     for backend, kind in chosen:
         if not backend:
             continue
-        found = catalog_reports.workarounds_for(
+        found = workarounds_for(
             req.sm, backend, kind, req.quant, features, req.vllm, model=req.name, reports=pool
         )
         for r, w in found:

@@ -14,16 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from probe.catalog import models as catalog_models
 from probe.catalog.backends import BackendCatalog, catalog
 from probe.catalog.profile import ModelProfile
-from probe.recommend import cautions, explain, halves, needs, reports, select, verdict
-from probe.recommend.flags import engine_arg_flags, spell_flags
+from probe.recommend import cautions, explain, halves, needs, report_match, select, verdict
 from probe.recommend.gather import AskedCells, about, family_runs, gather
 from probe.recommend.halves import Half
 from probe.recommend.sources import default_matrix_paths
+from probe.recommend.spelling import engine_arg_flags, spell_flags
 from probe.recommend.types import (
     Deployment,
     EvidenceCell,
@@ -35,14 +34,15 @@ from probe.recommend.types import (
     unique_cells,
 )
 
-if TYPE_CHECKING:
-    pass
-
 
 def model_profile(model: str, quant: str | None) -> ModelProfile:
     """The profile asked for, in the quant asked for (else the one its name selects, else its default)."""
-    hit = catalog_models.find(model)  # else a config / folder / cached HF id (unknown: UsageError)
-    prof, named_quant = hit if hit is not None else (catalog_models.resolve_model(model), None)
+    hit = catalog_models.find(model)
+    if hit is None:  # a config / folder / cached HF id (unknown: UsageError); read only then
+        from probe.modelcfg.resolve import resolve_model
+
+        hit = (resolve_model(model), None)
+    prof, named_quant = hit
     return replace(prof, quant=quant or named_quant or prof.quant)
 
 
@@ -126,7 +126,7 @@ def _answer(
     roles = {"moe": best.moe, "attention": best.attn}
     picks = _auto_picks(req, mine)
     need = needs.needs(best, req, mine, ctx.family, ctx.scanned)
-    fix = needs.report_workarounds(best, req, reports.request_features(req), ctx.report_files)
+    fix = needs.report_workarounds(best, req, report_match.request_features(req), ctx.report_files)
     env = {**env, **fix.env}
     warnings += explain.departures(picks, roles, ruled_out, _rank_reasons(pairs, picks, prefs))
     for role, h in halves.items():
@@ -224,7 +224,9 @@ def _nothing_works(
     """Exit 3: no backend works for a half, with the evidence that ruled each one out — or, where vLLM's
     checks were never asked and nothing was measured, that there is nothing to go on."""
     failed = ladder.ruled
-    evidence = [explain.cited(c, "failed", explain.where(c) or reports.scope(c, req)) for c in failed][:40]
+    evidence = [explain.cited(c, "failed", explain.where(c) or report_match.scope(c, req)) for c in failed][
+        :40
+    ]
     texts = []
     for h in (ladder.moe, ladder.attn):
         if h is None or h.choices:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from probe.catalog.backends import BackendCatalog
-from probe.recommend import reports
+from probe.recommend import report_match
 from probe.recommend.types import (
     EVIDENCE_RANK,
     ArgsKey,
@@ -92,15 +92,15 @@ def same_activation(c: EvidenceCell, req: Request) -> bool:
 def _report_fits(c: EvidenceCell, req: Request, role: str) -> bool:
     if c.kind == "engine":
         only_moe = c.get("moe_backend") and not c.get("attention_backend")
-        return role == "moe" and bool(only_moe) and reports.relevant(c, req)
-    return reports.relevant(c, req)
+        return role == "moe" and bool(only_moe) and report_match.relevant(c, req)
+    return report_match.relevant(c, req)
 
 
 def attention_relevant(c: EvidenceCell, req: Request) -> bool:
     if c.kind != "attention":
         return False
     if c.get("applies"):
-        return reports.relevant(c, req)
+        return report_match.relevant(c, req)
     if c.get("basis") == "vllm_check":
         return req.is_model(c.get("model")) and deploy_fits(c, req, "attention")
     backend = str(c.get("attention_backend") or c.get("backend") or "")
@@ -116,7 +116,7 @@ def attention_relevant(c: EvidenceCell, req: Request) -> bool:
 
 def engine_relevant(c: EvidenceCell, req: Request) -> bool:
     if c.get("applies"):
-        return c.kind == "engine" and _quant_ok(c.get("quant"), req.quant) and reports.relevant(c, req)
+        return c.kind == "engine" and _quant_ok(c.get("quant"), req.quant) and report_match.relevant(c, req)
     return (
         c.kind == "engine"
         and req.is_model(c.get("model"))

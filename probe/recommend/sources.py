@@ -18,19 +18,21 @@ from typing import Any
 
 from probe import safejson
 from probe.catalog import datafiles
-from probe.catalog import reports as catalog_reports
 from probe.errors import BadInputError, UsageError
 from probe.matrix import cell_rules
 from probe.matrix.io import read_gzip_text
 from probe.matrix.scan_predictions import is_static_predictions, predicted_cell_dicts
 from probe.recommend import evidence_cache
-from probe.recommend.reports import report_cells
+from probe.recommend.report_match import report_cells
 from probe.recommend.types import EvidenceCell, LoadedEvidence
+from probe.reports.base import load_reports
+from probe.reports.ranges import version_status
+from probe.reports.record import PACKAGED
 from probe.versions import version_key
 
 log = logging.getLogger(__name__)
 
-REPORTED_FILE = catalog_reports.PACKAGED
+REPORTED_FILE = PACKAGED
 
 
 def packaged_json(name: str) -> Any:
@@ -43,18 +45,18 @@ def reported_cells(
     files: Sequence[str | os.PathLike[str]] | None = None,
     gpus: Iterable[int] | None = None,
 ) -> list[EvidenceCell]:
-    """The field reports as evidence cells (:func:`probe.recommend.reports.report_cells`), each
+    """The field reports as evidence cells (:func:`probe.recommend.report_match.report_cells`), each
     carrying what it ``applies`` to. A report counts on a GPU only where its version range includes
     that GPU's versions in ``versions_by_sm`` (``{120: {"vllm": "0.33.0"}}``; a GPU not named: no
     version known, so open reports count and fixed ones do not). ``files``: extra report files
     (default ``$PROBE_REPORTS``); ``gpus``: only the cells of these GPUs (None: all)."""
     out = []
     only = set(gpus) if gpus is not None else None
-    for r in catalog_reports.load_reports(files, only, check=False):
+    for r in load_reports(files, only, check=False):
         for sm in r.gpus:
             if only is not None and sm not in only:
                 continue
-            status = r.status((versions_by_sm or {}).get(sm, {}))
+            status = version_status(r, (versions_by_sm or {}).get(sm, {}))
             if status.applies:
                 out += [EvidenceCell(c, r.origin, None) for c in report_cells(r, sm, status)]
     return out

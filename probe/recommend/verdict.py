@@ -9,7 +9,7 @@ A backend is predicted to work only when
    of the backend working, predicts nothing);
 2. its kernels for the quant's own variant are loadable on the GPU (:func:`scan_step`: the ELF
    scan's verdict for ``cutlass [fp8]`` when the model is fp8, basis ``elf_scan``); and
-3. no field report of the same failure applies (:func:`report_step`, :mod:`.reports`).
+3. no field report of the same failure applies (:func:`report_step`, :mod:`.report_match`).
 
 Each step returns a :class:`Step` (``ok`` None: the source says nothing); :func:`verdict` combines them.
 """
@@ -22,7 +22,7 @@ from typing import Any
 
 from probe.catalog.backends import BackendCatalog
 from probe.matrix.scan_predictions import variant_for_quant
-from probe.recommend import reports
+from probe.recommend import report_match
 from probe.recommend.types import EvidenceCell, Request
 
 
@@ -262,7 +262,7 @@ def report_cells(
         and c.kind == role
         and c.get("backend") == backend
         and c.get("fa_version") in (None, fa)
-        and reports.relevant(c, req)
+        and report_match.relevant(c, req)
     ]
 
 
@@ -271,12 +271,12 @@ def report_step(cells: list[EvidenceCell], req: Request) -> Step:
     bad = [c for c in cells if c.failed]
     if bad:
         c = bad[0]
-        how = reports.scope(c, req)
+        how = report_match.scope(c, req)
         return Step("field_report", False, bad, f"field report: {c.get('outcome')} ({c.get('root_cause')})"
                     + (f" — {how}" if how else ""))  # fmt: skip
     good = [c for c in cells if c.ok]
     if good:
-        how = reports.scope(good[0], req)
+        how = report_match.scope(good[0], req)
         return Step("field_report", True, good, "field report: works" + (f" ({how})" if how else ""))
     return NOTHING
 

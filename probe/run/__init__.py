@@ -19,7 +19,7 @@ change from an earlier journal or matrix (:mod:`probe.run.reuse`); every result 
 (``details.reuse``) for the next run. ``warm_jit`` compiles the plan's JIT modules in a pre-pass beside the
 cells (:mod:`probe.run.prepass`), into ``JOURNAL.warm.jsonl``. An interrupt (Ctrl-C, or SIGTERM with
 ``stop_on_sigterm``) stops the run without recording the cells in flight, writes the matrix of what was
-measured (``partial``) and raises :class:`probe.errors.RunInterrupted`, which carries the report. Errors are
+measured (``partial``) and raises :class:`RunInterrupted`, which carries the report. Errors are
 typed (:mod:`probe.errors`): an empty plan or a journal that exists without ``resume`` is a ``UsageError``,
 an unwritable journal or a failed runner an ``InfraError``.
 """
@@ -39,7 +39,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from probe.errors import InfraError, RunInterrupted, UsageError
+from probe.errors import EXIT_INTERRUPTED, InfraError, ProbeError, UsageError
 
 if TYPE_CHECKING:
     from probe.cells import CellResult, CellSpec
@@ -117,6 +117,17 @@ class RunReport:
         return tuple(r.id for r in self.results if r.details.get("probe_error"))
 
 
+class RunInterrupted(ProbeError):
+    """A run stopped by Ctrl-C or SIGTERM after writing what it had measured; ``report`` is the
+    :class:`RunReport` of that partial run."""
+
+    exit_code = EXIT_INTERRUPTED
+
+    def __init__(self, report: RunReport) -> None:
+        super().__init__("interrupted")
+        self.report = report
+
+
 @dataclass
 class _Run:
     """The state of one call, for the finishing steps."""
@@ -130,31 +141,6 @@ class _Run:
     ran: list[CellResult] = field(default_factory=list)
     warm: list[CellResult] = field(default_factory=list)
     reused: tuple[CellResult, ...] = ()
-
-
-def load_plan_file(path: str | Path) -> list[CellSpec]:
-    """Cells of a plan file: a JSON list of ``CellSpec`` objects (or ``{"cells": [...]}``)."""
-    import json
-
-    from pydantic import ValidationError
-
-    from probe.cells import CellSpec
-    from probe.errors import BadInputError
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise BadInputError(f"no such plan file: {path}")
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BadInputError(f"cannot read plan file {path}: {exc}")
-    cells = data.get("cells") if isinstance(data, dict) else data
-    if not isinstance(cells, list):
-        raise BadInputError(f'plan file {path} must hold a JSON list of cells (or {{"cells": [...]}})')
-    try:
-        return [CellSpec.model_validate(c) for c in cells]
-    except ValidationError as exc:
-        raise BadInputError(f"plan file {path} has an invalid cell: {exc}")
 
 
 def memory_policy(opts: RunOptions) -> tuple[MemoryPolicy, dict[str, Any]]:

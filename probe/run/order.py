@@ -58,8 +58,8 @@ class Priorities:
 
 def focus_of(names: Sequence[str]) -> tuple[ModelFocus, ...]:
     """The requested models as :class:`ModelFocus` (unknown names are the planner's error, not ours)."""
-    from probe.catalog.models import resolve_model
     from probe.errors import UsageError
+    from probe.modelcfg.resolve import resolve_model
 
     out = []
     for name in names:

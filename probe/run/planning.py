@@ -9,17 +9,31 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from probe.cells import CellResult, CellSpec
 from probe.run.estimates import PREPASS_DEFAULT_S, WORKER_START_S, Estimates, load_estimates
 from probe.run.order import Priorities, by_value, tier_label
 
 if TYPE_CHECKING:
-    from probe.run import RunOptions
     from probe.run.reuse import Environment
 
 log = logging.getLogger(__name__)
+
+
+class PlanRequest(Protocol):
+    """What a plan is made of (:class:`probe.run.RunOptions` is one)."""
+
+    @property
+    def cells(self) -> tuple[CellSpec, ...]: ...
+    @property
+    def priorities(self) -> Priorities | None: ...
+    @property
+    def estimates(self) -> tuple[str, ...]: ...  # journals / matrices of earlier runs
+    @property
+    def reuse(self) -> str | None: ...  # a baseline journal or matrix
+    @property
+    def warm_jit(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -131,7 +145,7 @@ def plan_cells(
 
 
 def make_plan(
-    opts: RunOptions, env: Environment | None, gpu: Mapping[str, Any], site_dirs: Sequence[str]
+    opts: PlanRequest, env: Environment | None, gpu: Mapping[str, Any], site_dirs: Sequence[str]
 ) -> RunPlan:
     """The plan of ``opts`` (reuse decided against ``env``; the pre-pass when ``opts.warm_jit``)."""
     from probe.matrix.schema import cc_to_sm
@@ -206,3 +220,28 @@ def render(plan: RunPlan, budget_s: float | None, jobs: int, out: Any = sys.stdo
         print(f"{i + 1:>5} {c.estimate_s:>6.1f}s  {c.basis:<13} {jit:<34} {tier_label(c.tier):<42} "
               f"{c.spec.id}{why}", file=out)  # fmt: skip
     print(summary, file=out)
+
+
+def load_plan_file(path: str | Path) -> list[CellSpec]:
+    """Cells of a plan file: a JSON list of ``CellSpec`` objects (or ``{"cells": [...]}``)."""
+    import json
+
+    from pydantic import ValidationError
+
+    from probe.cells import CellSpec
+    from probe.errors import BadInputError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise BadInputError(f"no such plan file: {path}")
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BadInputError(f"cannot read plan file {path}: {exc}")
+    cells = data.get("cells") if isinstance(data, dict) else data
+    if not isinstance(cells, list):
+        raise BadInputError(f'plan file {path} must hold a JSON list of cells (or {{"cells": [...]}})')
+    try:
+        return [CellSpec.model_validate(c) for c in cells]
+    except ValidationError as exc:
+        raise BadInputError(f"plan file {path} has an invalid cell: {exc}")

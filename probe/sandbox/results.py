@@ -1,7 +1,7 @@
 """Turn what the parent observed of one cell (:class:`CellRun`) into a :class:`CellResult`.
 
 The child's ``done`` event is parsed once into a typed :class:`ChildReport`; the classifier
-(``probe.sandbox.classify``) decides the outcome from the captured output, the exit status and what
+(``probe.sandbox.classifier``) decides the outcome from the captured output, the exit status and what
 the child reported.
 """
 
@@ -19,7 +19,7 @@ from probe.sandbox.cellrun import CellRun
 from probe.sandbox.worker_parent import WorkerKind
 
 if TYPE_CHECKING:
-    from probe.sandbox.classify import Classification
+    from probe.sandbox.classifier import Classification
 
 _OOM_HINT = "lower the probe's memory (gpu_memory_utilization / batch) or run with fewer -j"
 _JIT_HINT = (
@@ -129,7 +129,7 @@ def _text_with_error(run: CellRun, error: dict[str, Any] | None) -> str:
 
 
 def _classify(text: str, run: CellRun, report: ChildReport) -> Classification:
-    from probe.sandbox.classify import classify_text
+    from probe.sandbox.classifier import classify_text
 
     return classify_text(
         text,

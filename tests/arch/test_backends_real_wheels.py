@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from probe.arch.backends import backend_view
+from probe.arch.backend_view import backend_view
 from probe.arch.cuobjdump import expected_listing, find_cuobjdump
-from probe.arch.scan import scan_paths
+from probe.arch.scanner import scan_paths
 from probe.catalog.backends import catalog as backend_catalog
 from probe.catalog.gpus import catalog, parse_target
 from tests.arch import wheels

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from probe.arch.backend_rules import RANK, path_matches
-from probe.arch.backends import (
+from probe.arch.backend_view import (
     backend_table,
     backend_view,
     backends_json,

@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 from probe.arch import describe as describe_mod
-from probe.arch.scan import scan_file, scan_paths, summarize
+from probe.arch.scanner import scan_file, scan_paths, summarize
 
 REPO = Path(__file__).resolve().parents[2]
 

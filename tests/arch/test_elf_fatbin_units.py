@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from probe.arch import elf, fatbin
-from probe.arch.scan import scan_file
+from probe.arch.scanner import scan_file
 from tests.arch import synth
 
 

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from probe.arch.cuobjdump import verify_files
-from probe.arch.scan import scan_file
+from probe.arch.scanner import scan_file
 from probe.arch.verdicts import file_codes, kernel_codes
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from probe.arch.image import is_image, scan_image
 from probe.arch.records import Environment, FileRecord
-from probe.arch.scan import scan_paths
+from probe.arch.scanner import scan_paths
 from probe.errors import UsageError
 from tests.arch import synth
 from tests.arch.image_build import (

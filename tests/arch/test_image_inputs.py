@@ -17,7 +17,7 @@ import pytest
 from probe.arch import records
 from probe.arch.inputs import looks_like_image
 from probe.arch.jsonout import dumps
-from probe.arch.scan import scan_inputs, scan_paths
+from probe.arch.scanner import scan_inputs, scan_paths
 from probe.cli.main import main
 from tests.arch.image_build import compress, tar_members, write_docker_save, write_oci_layout
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from probe.arch.image import scan_image
-from probe.arch.scan import scan_paths
+from probe.arch.scanner import scan_paths
 from tests.arch import wheels
 from tests.arch.image_build import apply_layers, compress, tar_members, tar_tree, write_oci_layout
 

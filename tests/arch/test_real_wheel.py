@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from probe.arch.cuobjdump import verify_files
-from probe.arch.scan import scan_paths
+from probe.arch.scanner import scan_paths
 
 WHEEL = "bitsandbytes-0.50.2-py3-none-manylinux_2_24_x86_64.whl"
 CACHE = Path.home() / ".cache" / "probe-tests" / "wheels"

@@ -15,7 +15,7 @@ import pydantic
 import pytest
 
 from probe.arch import inflate, records, wheel
-from probe.arch.scan import scan_file, scan_paths
+from probe.arch.scanner import scan_file, scan_paths
 from probe.arch.verdicts import file_codes
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ from probe.arch.compat import Code, LoadVerdict
 from probe.arch.demangle import demangle
 from probe.arch.localgpu import local_gpus
 from probe.arch.records import Entry, FileRecord, KernelInfo
-from probe.arch.scan import build_report
+from probe.arch.scanner import build_report
 from probe.arch.verdicts import container_coverage, file_codes, file_verdicts, kernel_codes, verdict_for
 from probe.catalog.gpus import parse_target
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from probe.arch import elfstream, wheel
-from probe.arch import scan as scan_mod
-from probe.arch.cache import CACHE_FILE, ScanCache
-from probe.arch.scan import cache_roots, default_roots, scan_file, scan_paths
+from probe.arch import scanner as scan_mod
+from probe.arch.scan_cache import CACHE_FILE, ScanCache
+from probe.arch.scanner import cache_roots, default_roots, scan_file, scan_paths
 
 REPO = Path(__file__).resolve().parents[2]
 MEMBERS = ("multi.so", "rdc.so", "sm_100f.cubin", "speed.fatbin", "k110a.ptx")

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from probe.catalog.models import load_profiles, resolve_model
+from probe.catalog.models import load_profiles
 from probe.errors import UsageError
+from probe.modelcfg.resolve import resolve_model
 
 REQUIRED = [
     "Qwen3.5-122B-A10B",

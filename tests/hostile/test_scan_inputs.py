@@ -140,7 +140,7 @@ def test_scan_proc_stays_inside_proc():
 def test_links_out_of_the_root_are_not_followed(tmp_path):
     """A symlinked file or folder inside the root that leads outside it: the file gets a record
     saying so, the folder is not walked; links inside the root are followed as before."""
-    from probe.arch.scan import scan_paths
+    from probe.arch.scanner import scan_paths
 
     outside, root = tmp_path / "outside", tmp_path / "root"
     (outside / "lib").mkdir(parents=True)

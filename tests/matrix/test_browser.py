@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from probe.matrix.fleet import merge
 from probe.matrix.io import load_document
-from probe.matrix.merge import merge
 from probe.matrix.render_html import render_html
 
 CHROMIUM = next(

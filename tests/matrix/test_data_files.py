@@ -9,7 +9,7 @@ from importlib import resources
 import pytest
 from pydantic import ValidationError
 
-from probe.catalog.report_schema import ReportsFile
+from probe.reports.report_schema import ReportsFile
 
 
 def test_packaged_reports_validate():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from probe.matrix.merge import merge
+from probe.matrix.fleet import merge
 from probe.matrix.schema import Cell, Matrix
 from probe.outcomes import Outcome
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from probe.matrix.fleet import merge
 from probe.matrix.io import load_document
-from probe.matrix.merge import merge
 from probe.matrix.render_html import render_html
 from probe.matrix.render_junit import render_junit
 from probe.matrix.render_text import render_markdown, render_table

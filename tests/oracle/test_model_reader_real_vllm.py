@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from probe.catalog.from_config import profile_from_path
-from probe.catalog.layers import layer_spec, spec_differences
+from probe.modelcfg.config_reader import profile_from_path
+from probe.modelcfg.layer_spec import layer_spec, spec_differences
 from probe.oracle.read_model import read_with_vllm
 from tests.oracle.real_vllm import MARKS, PY
 

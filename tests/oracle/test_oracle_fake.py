@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from probe.catalog.gpus import parse_target
-from probe.catalog.models import resolve_model
 from probe.matrix.schema import Matrix
-from probe.oracle.predict import run_child
+from probe.modelcfg.resolve import resolve_model
+from probe.oracle.collect import run_child
 from probe.oracle.queries import attention_queries, moe_queries, plan
 from probe.oracle.to_matrix import build_matrix
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from probe.catalog.gpus import parse_target
-from probe.catalog.models import resolve_model
-from probe.oracle.predict import run_child
+from probe.modelcfg.resolve import resolve_model
+from probe.oracle.collect import run_child
 from probe.oracle.queries import plan
 from probe.oracle.to_matrix import build_matrix
 from tests.oracle.real_vllm import MARKS, PY

@@ -140,7 +140,7 @@ def test_fa_unavailable_splits_import_failures_from_refusals(monkeypatch):
 
 def test_fa2_import_failure_is_classified_import_error():
     """What the sandbox sees when the probe raises that ImportError: the worker's traceback."""
-    from probe.sandbox.classify import classify_text
+    from probe.sandbox.classifier import classify_text
 
     msg = (
         "ImportError: FlashAttention 2 does not import here: FA2 is unavailable due to: cannot import name "

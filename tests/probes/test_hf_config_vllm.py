@@ -218,8 +218,8 @@ def test_transformers_builds_the_config(prof):
 
 
 def test_synthetic_config_keeps_every_layer_kind():
-    from probe.catalog.models import resolve_model
     from probe.errors import UsageError
+    from probe.modelcfg.resolve import resolve_model
 
     cfg = synthetic_hf_config(resolve_model("122b"), num_layers=2, quant="nvfp4")
     text = cfg["text_config"]  # Qwen3.5: the multimodal wrapper vLLM 0.26 requires

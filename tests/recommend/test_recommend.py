@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from probe.matrix.build import build_matrix, write_matrix
-from probe.recommend.flags import spell_flags
 from probe.recommend.recommender import recommend
+from probe.recommend.spelling import spell_flags
 from tests.matrix import fixtures
 
 ROOT = Path(__file__).resolve().parents[2]

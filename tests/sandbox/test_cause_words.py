@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from probe.catalog.signatures import SignatureDB
 from probe.outcomes import Outcome
-from probe.sandbox.classify import classify_text
+from probe.sandbox.classifier import classify_text
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from probe.catalog.signatures import SignatureDB, signature_db
 from probe.outcomes import Outcome
-from probe.sandbox.classify import LogScanner, classify_stream, classify_text, clean_line, strip_prefixes
+from probe.sandbox.classifier import LogScanner, classify_stream, classify_text, clean_line, strip_prefixes
 
 ROOT = Path(__file__).resolve().parents[2]
 V = "(EngineCore_DP0 pid=4242) ERROR 05-10 12:00:01 [core.py:700] "

@@ -19,8 +19,8 @@ import pytest
 
 from probe.catalog.signatures import signature_db
 from probe.outcomes import Outcome
-from probe.sandbox.classify import LogScanner, classify_stream, classify_text, clean_line, strip_prefixes
-from tests.sandbox.evaluate_classify import CORPUS, find_collections, read_index
+from probe.sandbox.classifier import LogScanner, classify_stream, classify_text, clean_line, strip_prefixes
+from tests.sandbox.corpus import CORPUS, find_collections, read_index
 
 COLLECTIONS = find_collections(CORPUS)
 KEYS = {"file", "outcome", "degraded", "root_cause_contains", "source", "note"}

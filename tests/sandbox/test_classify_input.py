@@ -20,9 +20,9 @@ import pytest
 from probe.catalog.signatures import signature_db
 from probe.outcomes import Outcome
 from probe.sandbox import loginput
-from probe.sandbox.classify import LogScanner, classify_stream, classify_text, looks_binary
+from probe.sandbox.classifier import LogScanner, classify_stream, classify_text, looks_binary
 from probe.sandbox.logtext import LineMatcher
-from tests.sandbox.evaluate_classify import CORPUS, find_collections
+from tests.sandbox.corpus import CORPUS, find_collections
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from probe.outcomes import Outcome
-from probe.sandbox.classify import classify_text
+from probe.sandbox.classifier import classify_text
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs" / "multigpu"
 INDEX = json.loads((LOGS / "index.json").read_text())

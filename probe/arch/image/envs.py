@@ -1,7 +1,7 @@
 """The Python environments of an image: ``site-packages`` / ``dist-packages`` folders and the
 distributions installed there, from their ``*.dist-info`` folder names and ``RECORD`` files.
 
-Attribution follows :class:`probe.arch.scan.PackageResolver` (so an image scan and a scan of the
+Attribution follows :class:`probe.arch.scanner.PackageResolver` (so an image scan and a scan of the
 same image unpacked name the same package): the distribution whose ``RECORD`` lists the file, else
 the file's top-level folder under the site folder. Paths here are image paths without the leading
 ``/`` (``usr/lib/python3.12/site-packages/vllm/_C.abi3.so``).

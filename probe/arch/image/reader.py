@@ -6,7 +6,7 @@ header passes (an upper layer holds the same path, a whiteout ``.wh.NAME`` or an
 ``.wh..wh..opq`` covers it, or a non-folder replaced one of its parent folders): hidden members
 are never read. A visible member whose name looks like device code (``.so``, ``.so.N``,
 ``.cubin``, ``.fatbin``, ``.ptx``) is described with the per-file engine of
-:mod:`probe.arch.scan` — at random through ``pread`` in an uncompressed layer; else its first
+:mod:`probe.arch.scanner` — at random through ``pread`` in an uncompressed layer; else its first
 64 bytes decide (not ELF: done), small ones are described in memory, large host ELFs streamed
 header by header (:func:`probe.arch.elfstream.stream_elf`). ``RECORD`` files of ``*.dist-info``
 folders are read for package attribution. Symlinks and hard links are resolved inside the image

@@ -10,7 +10,7 @@ one line per file plus totals: outcome accuracy, root-cause accuracy (the expect
 the reported root-cause line; entries whose root_cause_contains is null count as correct when the
 outcome is right), degraded-flag accuracy, and all three together.
 
-    python3 tests/sandbox/evaluate_classify.py [DIR ...] [--json]
+    python3 tools/evaluate_classify.py [DIR ...] [--json]
 
 DIR is one collection (``tests/data/logs/heldout2``) or a folder of collections (the default:
 ``tests/data/logs``, every collection in turn).
@@ -24,19 +24,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-CORPUS = ROOT / "tests" / "data" / "logs"
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-
-def find_collections(root: Path = CORPUS) -> list[Path]:
-    """``root`` itself when it holds an index.json, else every sub-folder of it that does (sorted)."""
-    if (root / "index.json").is_file():
-        return [root]
-    return sorted(p for p in root.iterdir() if (p / "index.json").is_file())
-
-
-def read_index(folder: Path) -> list[dict]:
-    return json.loads((folder / "index.json").read_text())
+from tests.sandbox.corpus import CORPUS, find_collections, read_index  # noqa: E402
 
 
 def classify(path: Path) -> dict:

@@ -3,13 +3,13 @@ quant, feature and versions — read, checked and queried.
 
 The packaged base is ``probe/data/reports.json`` (schema version 3); users add their own files
 (``probe report add``) and pass them with ``--reports FILE`` or ``$PROBE_REPORTS`` (os.pathsep-
-separated). Files are plain JSON checked by :mod:`probe.catalog.report_rules` (no pydantic: ``probe
-recommend`` reads them on its start-up path); :mod:`probe.catalog.report_schema` is the pydantic
+separated). Files are plain JSON checked by :mod:`probe.reports.rules` (no pydantic: ``probe
+recommend`` reads them on its start-up path); :mod:`probe.reports.report_schema` is the pydantic
 model of the same file, for the test suite, ``probe report add`` and the JSON Schema.
 
 The functions callers use: :func:`load_reports` (packaged + extra files), :func:`reports_for` (what
 applies to a GPU x backend x kind x quant x features at some versions) and :func:`workarounds_for`.
-A report's version range: :mod:`probe.catalog.report_versions`.
+A report's version range: :mod:`probe.reports.ranges`.
 """
 
 from __future__ import annotations
@@ -18,131 +18,23 @@ import functools
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from probe.catalog import datafiles
-from probe.catalog import report_vocab as vocab
 from probe.catalog.names import model_key
-from probe.catalog.report_versions import VersionStatus, version_status
-from probe.catalog.report_vocab import FIELDS
 from probe.errors import BadInputError, DataFileError
+from probe.reports import vocab
+from probe.reports.ranges import VersionStatus, version_status
+from probe.reports.record import PACKAGED, Report, Workaround, report_from_dict
 
-PACKAGED = "probe/data/reports.json"
 ENV = "PROBE_REPORTS"
 
 
-@dataclass(frozen=True)
-class Workaround:
-    flags: tuple[str, ...] = ()
-    env: dict[str, str] = field(default_factory=dict)
-    note: str | None = None
-
-
-@dataclass(frozen=True)
-class Report:
-    """One field report (the fields of the file; docs/reports.md)."""
-
-    id: str
-    date: str
-    seen_in: str
-    gpus: tuple[int, ...]
-    kind: str
-    backend: str
-    outcome: str
-    symptom: str
-    root_cause: str
-    checked: str
-    source: str | None = None
-    also: tuple[str, ...] = ()
-    citation: str | None = None
-    gpu_names: tuple[str, ...] = ()
-    fa_version: int | None = None
-    quant: str | None = None
-    features: dict[str, Any] = field(default_factory=dict)
-    models: tuple[str, ...] = ()
-    model_specific: bool = False
-    versions: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    versions_text: str | None = None
-    introduced_in: dict[str, str] = field(default_factory=dict)
-    fixed_in: dict[str, str] = field(default_factory=dict)
-    open_as_of: str | None = None
-    workaround: Workaround | None = None
-    works_with: tuple[str, ...] = ()
-    log_line: str | None = None
-    phase: str | None = None
-    exit_code: int | None = None
-    shape: dict[str, int] = field(default_factory=dict)
-    timings: dict[str, float] = field(default_factory=dict)
-    origin: str = PACKAGED  # the file it was read from
-
-    @property
-    def is_open(self) -> bool:
-        """A failure nobody has reported fixed."""
-        return self.outcome != "ok" and not self.fixed_in
-
-    @property
-    def failed(self) -> bool:
-        """A failure that rules the backend out (not ``ok``, not ``degraded``)."""
-        return self.outcome not in ("ok", "degraded")
-
-    @property
-    def speaks_for_vllm(self) -> bool:
-        """Whether this report is evidence about vLLM's own stack: any report seen in vLLM or in a
-        package vLLM runs as is; from another stack only a shared kernel's behaviour (wrong output,
-        a fault, a hang, a slowdown), not its build or gate (no kernel image, import, JIT, refusal)."""
-        return self.seen_in in vocab.SHARES_BINARIES_WITH_VLLM or self.outcome not in vocab.BUILD_OUTCOMES
-
-    @property
-    def where(self) -> str:
-        """The report's address, else its citation."""
-        return self.source or self.citation or self.id
-
-    @property
-    def backend_parts(self) -> tuple[str, ...]:
-        return tuple(self.backend.split("+"))
-
-    def status(self, versions: Mapping[str, str | None]) -> VersionStatus:
-        return version_status(self, versions)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON object, in the file's field order, without empty optional fields."""
-        d: dict[str, Any] = {}
-        for name in FIELDS:
-            v = getattr(self, name)
-            if name == "workaround" and v is not None:
-                v = {"flags": list(v.flags), "env": dict(v.env), **({"note": v.note} if v.note else {})}
-            elif isinstance(v, tuple):
-                v = list(v)
-            elif name == "versions":
-                v = {k: list(x) for k, x in v.items()}
-            empty = v is None or v is False or v == [] or v == {}
-            if empty and name not in ("source", "also", "features", "models", "versions"):
-                continue
-            d[name] = v
-        return d
-
-
-def report_from_dict(d: Mapping[str, Any], origin: str = PACKAGED) -> Report:
-    """A checked report object (see :func:`probe.catalog.report_rules.report_problems`) as a value."""
-    w = d.get("workaround")
-    kw: dict[str, Any] = {k: d[k] for k in FIELDS if k in d and d[k] is not None}
-    for key in ("also", "gpus", "gpu_names", "models", "works_with"):
-        kw[key] = tuple(d.get(key) or ())
-    kw["versions"] = {k: tuple(v) for k, v in (d.get("versions") or {}).items()}
-    kw["introduced_in"] = dict(d.get("introduced_in") or {})
-    kw["fixed_in"] = dict(d.get("fixed_in") or {})
-    kw["workaround"] = (
-        Workaround(tuple(w.get("flags") or ()), dict(w.get("env") or {}), w.get("note")) if w else None
-    )
-    return Report(**kw, origin=origin)
-
-
 def reports_from_document(doc: Any, origin: str) -> tuple[Report, ...]:
-    """The reports of a parsed file, every entry checked (:mod:`probe.catalog.report_rules`);
+    """The reports of a parsed file, every entry checked (:mod:`probe.reports.rules`);
     ``ValueError`` listing the problems when it is not valid."""
-    from probe.catalog.report_rules import file_problems
+    from probe.reports.rules import file_problems
 
     problems = file_problems(doc)
     if problems:
@@ -157,7 +49,7 @@ def packaged_reports(gpus: frozenset[int] | None = None) -> tuple[Report, ...]:
     start-up path as plain JSON with a header check only, as the other packaged data files there:
     every entry is checked by the test suite (tests/catalog/test_report_base.py), by
     :func:`check_packaged` (``probe reports``, ``probe gate``) and by the pydantic model
-    (:func:`probe.catalog.report_schema.validated`)."""
+    (:func:`probe.reports.report_schema.validated`)."""
     doc = datafiles.read_json("reports.json")
     if (
         not isinstance(doc, dict)
@@ -312,7 +204,7 @@ def reports_for(
     out = []
     for r in pool:
         if matches(r, gpu_sm=gpu_sm, backend=backend, kind=kind, quant=quant, features=features, model=model):
-            st = r.status(asked)
+            st = version_status(r, asked)
             if st.applies:
                 out.append((r, st))
     return out

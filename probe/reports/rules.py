@@ -1,6 +1,6 @@
 """The checks every field report passes, on its plain JSON object: one definition, used by the fast
-reader (:mod:`probe.catalog.reports`), by the pydantic model of the file
-(:mod:`probe.catalog.report_schema`) and by ``probe report add``.
+reader (:mod:`probe.reports.base`), by the pydantic model of the file
+(:mod:`probe.reports.report_schema`) and by ``probe report add``.
 
 :func:`report_problems` lists what is wrong with one entry (empty: valid); :func:`file_problems` adds
 what concerns the file as a whole (schema version, unique ids, no two entries of one thread and
@@ -13,9 +13,9 @@ import re
 from datetime import date
 from typing import Any
 
-from probe.catalog import report_vocab as vocab
 from probe.catalog.gpus import catalog
-from probe.catalog.report_vocab import FIELDS
+from probe.reports import vocab
+from probe.reports.vocab import FIELDS
 from probe.versions import version_key
 
 SCHEMA_VERSION = 3

@@ -2,7 +2,7 @@
 
 The field types are declared here (they give the JSON Schema and the docs); every rule beyond the
 types — vocabularies, URLs, dates, version ranges, one-line log lines, unique ids and threads — is
-:mod:`probe.catalog.report_rules`, the one set of checks the fast reader applies as well.
+:mod:`probe.reports.rules`, the one set of checks the fast reader applies as well.
 ``validated()`` loads the packaged file through :func:`probe.catalog.datafiles.load`.
 """
 
@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from probe.catalog import datafiles
-from probe.catalog.report_rules import header_problems, report_problems, uniqueness_problems
+from probe.reports.rules import header_problems, report_problems, uniqueness_problems
 
 Outcome = Literal[
     "ok", "wrong_output", "unsupported", "no_kernel_image", "jit_failed", "import_error", "api_mismatch",

@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from probe.catalog.reports import features_fit, report_from_dict, reports_for, value_fits, workarounds_for
+from probe.reports.base import features_fit, reports_for, value_fits, workarounds_for
+from probe.reports.ranges import version_status
+from probe.reports.record import report_from_dict
 from probe.versions import version_key
 
 
@@ -41,43 +43,43 @@ def test_version_key_orders_dev_rc_final_post():
 
 def test_a_report_fixed_in_a_release_does_not_apply_from_that_release_on():
     r = _report(open_as_of=None, fixed_in={"vllm": "0.28.0"})
-    assert r.status({"vllm": "0.27.1"}).applies
-    st = r.status({"vllm": "0.33.0"})
+    assert version_status(r, {"vllm": "0.27.1"}).applies
+    st = version_status(r, {"vllm": "0.33.0"})
     assert not st.applies and st.state == "fixed" and "fixed in vLLM 0.28.0" in st.note
 
 
 def test_an_open_report_applies_past_what_was_seen_and_says_so():
-    st = _report().status({"vllm": "0.33.0"})
+    st = version_status(_report(), {"vllm": "0.33.0"})
     assert st.applies and st.state == "newer_than_seen"
     assert "seen up to vLLM 0.26.0, open as of 2026-11-24" in st.note and "0.33.0" in st.note
 
 
 def test_a_fix_without_a_release_stops_at_the_newest_version_seen():
     r = _report(open_as_of=None, fixed_in={"pr": "https://github.com/vllm-project/vllm/pull/2"})
-    assert r.status({"vllm": "0.26.0"}).applies
-    st = r.status({"vllm": "0.33.0"})
+    assert version_status(r, {"vllm": "0.26.0"}).applies
+    st = version_status(r, {"vllm": "0.33.0"})
     assert st.state == "maybe_fixed" and not st.applies and "release not recorded" in st.note
 
 
 def test_introduced_in_bounds_the_range_from_below():
     r = _report(introduced_in={"vllm": "0.25.0"})
-    assert r.status({"vllm": "0.24.0"}).state == "before"
-    assert r.status({"vllm": "0.25.1"}).applies
+    assert version_status(r, {"vllm": "0.24.0"}).state == "before"
+    assert version_status(r, {"vllm": "0.25.1"}).applies
 
 
 def test_unknown_versions_apply_to_open_reports_only():
     open_ = _report(versions={}, versions_text="vLLM main (2026-04)")
-    st = open_.status({"vllm": "0.33.0"})
+    st = version_status(open_, {"vllm": "0.33.0"})
     assert st.applies and st.state == "unknown" and "main (2026-04)" in st.note
     fixed = _report(versions={}, open_as_of=None, fixed_in={"pr": "https://github.com/x/y/pull/1"})
-    assert not fixed.status({"vllm": "0.33.0"}).applies
-    assert _report().status({}).applies  # nothing asked: an open report counts
+    assert not version_status(fixed, {"vllm": "0.33.0"}).applies
+    assert version_status(_report(), {}).applies  # nothing asked: an open report counts
 
 
 def test_other_packages_ranges_apply_when_asked():
     r = _report(versions={"flashinfer": ["0.6.7"]}, open_as_of=None, fixed_in={"flashinfer": "0.6.7.post2"})
-    assert r.status({"flashinfer": "0.6.7"}).applies
-    assert r.status({"flashinfer": "0.6.8"}).state == "fixed"
+    assert version_status(r, {"flashinfer": "0.6.7"}).applies
+    assert version_status(r, {"flashinfer": "0.6.8"}).state == "fixed"
 
 
 @pytest.mark.parametrize(

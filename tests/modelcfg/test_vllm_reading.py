@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from probe.catalog.from_config import profile_from_path
-from probe.catalog.layers import layer_spec, spec_differences
+from probe.modelcfg.config_reader import profile_from_path
+from probe.modelcfg.layer_spec import layer_spec, spec_differences
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "configs"
 READING = json.loads((DATA / "vllm_reading.json").read_text(encoding="utf-8"))

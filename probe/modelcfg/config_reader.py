@@ -3,12 +3,12 @@
 ``profile_from_path`` reads a config.json file or a model folder (plus ModelOpt's
 ``hf_quant_config.json`` next to it); ``profile_from_config`` turns the parsed JSON into a
 :class:`~probe.catalog.profile.ModelProfile` with its per-layer reading: the distinct attention
-kinds (:mod:`probe.catalog.config_layers`), the routed experts (:mod:`probe.catalog.config_moe`)
-and the quant scheme, experts apart (:mod:`probe.catalog.quant_scheme`). The text config of a
+kinds (:mod:`probe.modelcfg.attention_layers`), the routed experts (:mod:`probe.modelcfg.experts`)
+and the quant scheme, experts apart (:mod:`probe.modelcfg.quant_scheme`). The text config of a
 multimodal model (``text_config``) is what is read, as vLLM's ``hf_text_config``.
 
 Standard library only (this is on ``probe recommend``'s path). Every number used is checked
-(:mod:`probe.catalog.config_values`): a config given with ``--model`` that lacks a field, or has a
+(:mod:`probe.modelcfg.values`): a config given with ``--model`` that lacks a field, or has a
 zero / negative / non-integer / non-finite one, is a usage error naming the field (exit 2).
 The agreement with vLLM's own reading of the same files is a test (tests/catalog/test_vllm_reading.py).
 """
@@ -21,15 +21,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from probe.catalog.config_layers import LayerPlan, read_layers
-from probe.catalog.config_moe import read_moe
-from probe.catalog.config_values import Cfg
-from probe.catalog.layers import QuantScheme
+from probe.catalog.layer_kinds import QuantScheme
 from probe.catalog.names import norm
 from probe.catalog.profile import MlaShape, ModelProfile, MoeShape, check_profile
-from probe.catalog.quant_scheme import read_quant
 from probe.catalog.quants import QUANTS
 from probe.errors import UsageError
+from probe.modelcfg.attention_layers import LayerPlan, read_layers
+from probe.modelcfg.experts import read_moe
+from probe.modelcfg.quant_scheme import read_quant
+from probe.modelcfg.values import Cfg
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The CLI runner and the matrix test data, shared with tests/matrix."""
+"""An interpreter whose vLLM is the fake 0.33 tree (for ``--ask-vllm`` and ``probe predict --python``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.matrix.conftest import data_dir as data_dir
-from tests.matrix.conftest import probe_cli as probe_cli
 from tests.oracle.conftest import assemble
 
 

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from probe.catalog import report_vocab as vocab
-from probe.catalog.report_rules import URL, duplicate_key, file_problems, report_problems
-from probe.catalog.report_schema import ReportsFile, validated
-from probe.catalog.reports import check_packaged, packaged_reports
+from probe.reports import vocab
+from probe.reports.base import check_packaged, packaged_reports
+from probe.reports.report_schema import ReportsFile, validated
+from probe.reports.rules import URL, duplicate_key, file_problems, report_problems
 from probe.versions import version_key
 
 

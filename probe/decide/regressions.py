@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from probe.catalog.reports import Report, load_reports, provenance_versions, reports_for
 from probe.decide.compare import Comparison, compare, pattern_matches_any, require_arch
 from probe.errors import EXIT_INFRA, EXIT_NOTHING_TO_COMPARE, EXIT_OK, EXIT_REGRESSION, OptionError
 from probe.matrix.schema import Matrix
+from probe.reports.base import load_reports, provenance_versions, reports_for
+from probe.reports.record import Report
 
 
 @dataclass
@@ -224,7 +225,7 @@ def _pair_reports(
     """(report, status) of the open field reports of a recommendation's backends on this GPU whose
     range the image's versions fall in."""
     from probe.recommend.recommender import model_profile
-    from probe.recommend.reports import request_features
+    from probe.recommend.report_match import request_features
     from probe.recommend.types import Request
 
     prof = model_profile(rec["model"], rec.get("quant"))

@@ -2,7 +2,7 @@
 
 Library API (stable; the backend view builds on it)::
 
-    from probe.arch.scan import scan_paths, scan_inputs, default_roots, cache_roots, build_report
+    from probe.arch.scanner import scan_paths, scan_inputs, default_roots, cache_roots, build_report
     files = scan_paths(["/venv/lib/python3.12/site-packages"], kernels=True)   # list[FileRecord]
     report = build_report(files, gpus)                                          # ScanReport
     res = scan_inputs(["image.tar"])       # ScanResult: .files, .environments (image inputs)
@@ -34,7 +34,7 @@ from probe.arch.roots import cache_roots, default_roots
 from probe.arch.walk import Candidate, iter_candidates
 
 if TYPE_CHECKING:
-    from probe.arch.cache import ScanCache
+    from probe.arch.scan_cache import ScanCache
     from probe.catalog.gpus import Gpu
 
 __all__ = [
@@ -70,7 +70,7 @@ def records_of(c: Candidate, kernels: bool, cache: ScanCache | None) -> list[Fil
 def _file_record(c: Candidate, kernels: bool, cache: ScanCache | None) -> FileRecord:
     key = None
     if cache is not None and (kernels or c.size < 0 or c.size >= CACHE_MIN_SIZE):
-        from probe.arch.cache import stat_key
+        from probe.arch.scan_cache import stat_key
 
         key = stat_key(c.path, kernels)
         hit = cache.get_many(key) if key else None
@@ -164,7 +164,7 @@ def _scan_walked(
 ) -> list[FileRecord]:
     cache = None
     if use_cache:
-        from probe.arch.cache import ScanCache
+        from probe.arch.scan_cache import ScanCache
 
         cache = ScanCache.open_default()
     candidates = list(iter_candidates(paths, labels=labels))

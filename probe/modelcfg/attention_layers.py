@@ -25,8 +25,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from probe.catalog.config_values import Cfg
-from probe.catalog.layers import AttentionKind
+from probe.catalog.layer_kinds import AttentionKind
+from probe.modelcfg.values import Cfg
 
 # vLLM ModelArchConfigConvertorBase.is_deepseek_mla: these model types use MLA when kv_lora_rank is set
 MLA_TYPES = frozenset({"axk1", "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp", "dots3_note",

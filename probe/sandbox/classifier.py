@@ -31,10 +31,10 @@ from typing import IO, Any
 from probe.catalog.signatures import Signature, SignatureDB, signature_db
 from probe.outcomes import Outcome
 from probe.sandbox import garbage
+from probe.sandbox.decision_order import Classification, Hit, RunEvidence, decide
 from probe.sandbox.exclines import EXC, EXC_REPR, exc_parts, native_exception
 from probe.sandbox.loginput import LogWindow, read_window
 from probe.sandbox.logtext import LineMatcher, clean_line, looks_binary, strip_prefixes
-from probe.sandbox.verdict import Classification, Hit, RunEvidence, decide
 
 __all__ = [
     "Classification",

@@ -10,9 +10,9 @@ the router without saying so in the config take it from ``probe/data/oracle_rout
 
 from __future__ import annotations
 
-from probe.catalog.config_values import Cfg
-from probe.catalog.layers import Routing, routing_defaults
+from probe.catalog.layer_kinds import Routing, routing_defaults
 from probe.catalog.profile import MoeShape
+from probe.modelcfg.values import Cfg
 
 _EXPERTS = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts")
 _TOP_K = ("num_experts_per_tok", "experts_per_token", "num_experts_per_token", "top_k_experts", "moe_topk",

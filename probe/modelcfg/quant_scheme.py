@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from probe.catalog.layers import QuantScheme
+from probe.catalog.layer_kinds import QuantScheme
 
 _MODELOPT_METHOD = {"FP8": "modelopt", "FP8_PER_CHANNEL_PER_TOKEN": "modelopt", "FP8_PB_WO": "modelopt",
                     "NVFP4": "modelopt_fp4", "MIXED_PRECISION": "modelopt_mixed"}  # fmt: skip

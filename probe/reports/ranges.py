@@ -21,12 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from probe.reports.record import Report
 from probe.versions import version_key
-
-if TYPE_CHECKING:
-    from probe.catalog.reports import Report
 
 LABELS = {
     "vllm": "vLLM",

@@ -1,13 +1,13 @@
 """Field reports as the recommender's evidence: the cells a report gives, to which requests they
 apply, and how the answer says so.
 
-A report of the base (:mod:`probe.catalog.reports`, ``probe/data/reports.json`` + ``--reports`` /
+A report of the base (:mod:`probe.reports.base`, ``probe/data/reports.json`` + ``--reports`` /
 ``$PROBE_REPORTS`` files) gives, per GPU it was seen on and only where its version range includes
-the vLLM version of the answer (:mod:`probe.catalog.report_versions`), one ``reported`` cell of its
+the vLLM version of the answer (:mod:`probe.reports.ranges`), one ``reported`` cell of its
 own backend (a ``degraded`` report: ``ok`` with ``degraded: true``) and, for a failure, one ``ok``
 cell per backend of the same kind the thread saw working instead (``works_with``). MoE, attention
 and engine reports only: the others (dense GEMM, sampler, communication, compile) have no half of
-the answer to speak for; :func:`probe.catalog.reports.reports_for` lists them.
+the answer to speak for; :func:`probe.reports.base.reports_for` lists them.
 
 Each cell carries ``applies``: the GPU, kind, backend, quant (``null``: any), the report's features
 (model facts must match the model's profile; a report that needs a setting the default set-up does
@@ -24,11 +24,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from probe.catalog import report_vocab as vocab
 from probe.catalog.names import model_key
-from probe.catalog.report_versions import VersionStatus
-from probe.catalog.reports import Report, features_fit
 from probe.recommend.types import EvidenceCell, Request
+from probe.reports import vocab
+from probe.reports.base import features_fit
+from probe.reports.ranges import VersionStatus
+from probe.reports.record import Report
 from probe.versions import version_key
 
 CELL_KINDS = ("moe", "attention", "engine")

@@ -6,7 +6,7 @@ whose outcome stays right is what the generic layers (cause words, fault markers
 when a log comes from a library or a message the signatures have never seen — the situation of every
 first pass on a new held-out round. Printed with the cause words and without them.
 
-    python3 tests/sandbox/ablate_signatures.py [--misses]
+    python3 tools/ablate_signatures.py [--misses]
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from probe.catalog.signatures import SignatureDB, signature_db  # noqa: E402
-from probe.sandbox.classify import LogScanner  # noqa: E402
+from probe.sandbox.classifier import LogScanner  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "logs"
 

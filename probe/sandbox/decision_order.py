@@ -10,16 +10,16 @@ exceptions > the runner's evidence > wrappers > catch-all, then, for a log with 
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from probe.outcomes import Outcome
 from probe.sandbox.logtext import strip_prefixes
 
 if TYPE_CHECKING:
-    from probe.catalog.signatures import Signature
-    from probe.sandbox.classify import LogScanner
+    from probe.catalog.signatures import Signature, SignatureDB
 
 _WRAPPER_ONLY = (
     "only wrapper lines found (the real error was printed elsewhere, e.g. by another process or before "
@@ -94,6 +94,23 @@ class RunEvidence:
             or self.exit_code not in (None, 0)
             or self.completed is not None
         )
+
+
+class LogScanner(Protocol):
+    """What the decision order reads of a scanned log (:class:`probe.sandbox.classifier.LogScanner`)."""
+
+    db: SignatureDB
+    n: int  # lines read
+    hits: dict[str, list[Hit]]  # signature matches by outcome
+    exceptions: list[Hit]
+    garbage: list[Hit]
+    inferred: list[Hit]  # lines whose generic words name a cause
+    degraded_reasons: list[str]
+    phase_marks: list[tuple[int, str]]
+    tail: collections.deque[tuple[int, str, Signature | None]]
+    last_finish: int | None
+
+    def reported_line(self, line_no: int | None) -> int | None: ...
 
 
 def _earliest(hits: list[Hit]) -> Hit | None:

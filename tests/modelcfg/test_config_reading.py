@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from probe.catalog.from_config import profile_from_config, profile_from_path
-from probe.catalog.layers import layer_spec
-from probe.catalog.quant_scheme import experts_excluded
 from probe.errors import EXIT_USAGE, UsageError
+from probe.modelcfg.config_reader import profile_from_config, profile_from_path
+from probe.modelcfg.layer_spec import layer_spec
+from probe.modelcfg.quant_scheme import experts_excluded
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "configs"
 

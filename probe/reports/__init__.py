@@ -1,0 +1,1 @@
+"""The field-report base: its vocabulary, the checks every report passes, version ranges, queries."""
