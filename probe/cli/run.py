@@ -146,6 +146,10 @@ def _add_limit_flags(g: argparse._ArgumentGroup) -> None:
     )
 
 
+#: the shortest budget that holds a cell: the import cell takes ~15 s and a warm worker ~25 s to start
+MIN_BUDGET_S = 60.0
+
+
 def _duration(text: str) -> float:
     from probe.cli.run_report import parse_duration
 
@@ -153,6 +157,20 @@ def _duration(text: str) -> float:
         return parse_duration(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _check_budget(args: argparse.Namespace) -> None:
+    """A budget too short for any cell of the built-in plan is a usage error, not a run of nothing (a
+    --plan-file's cells may be quicker: its own estimates decide)."""
+    from probe.errors import OptionError
+
+    if args.budget is not None and args.budget < MIN_BUDGET_S and not args.plan_file:
+        raise OptionError(
+            "budget",
+            f"{args.budget:.0f} s fits nothing: the import cell alone takes ~15 s and each warm worker ~25 s "
+            "to start",
+            hint="give at least 1m (3m measures a model's MoE and attention halves, 10m adds its engines)",
+        )
 
 
 def _add_budget_flags(g: argparse._ArgumentGroup) -> None:
@@ -265,6 +283,7 @@ def execute(args: argparse.Namespace) -> int:
     from probe.errors import EXIT_OK, EXIT_PARTIAL
     from probe.run import RunInterrupted, prepare, run_plan
 
+    _check_budget(args)
     printer = Printer(args.budget, time.monotonic())
     opts = options_from_args(args, _build_plan(args), printer)
     if args.dry_run:

@@ -311,7 +311,9 @@ def _start_prepass(run: _Run, cfg: RunnerConfig, stop: threading.Event) -> PrePa
         return None
     from probe.matrix.schema import cc_to_sm
 
-    pre = plan_prepass([c.spec for c in run.plan.cells], cc_to_sm(run.plan.gpu.get("cc")))
+    skip = {w.spec.id: w.skip for w in run.plan.warm if w.skip}
+    expected = {w.spec.id: w.estimate_s for w in run.plan.warm}
+    pre = plan_prepass([c.spec for c in run.plan.cells], cc_to_sm(run.plan.gpu.get("cc")), skip, expected)
     if pre is None:
         return None
     on_result = _counting(run.opts.progress, len(pre.specs), run.warm)

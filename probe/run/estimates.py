@@ -1,11 +1,13 @@
-"""How long each cell of a plan will take: from earlier runs when given, else from the cell's kind.
+"""How long each cell of a plan will take: from measured history, else from the cell's kind.
 
-``probe run --estimates JOURNAL...`` (journals, ``.jsonl`` or ``.jsonl.gz``, or matrices): the median
+The history is ``probe run --estimates JOURNAL...`` (journals, ``.jsonl`` or ``.jsonl.gz``, or matrices)
+when given, else the measured matrices published with probe (:func:`history`). From it: the median
 ``wall_s`` of the same cell id; else the median of the same kind and backend (``moe/marlin``,
-``attention/FLASH_ATTN/fa3``, ``engine/auto+auto``); else :data:`KIND_DEFAULT_S`. Rows that were not run
-or were copied from an earlier run (``details.reused_from``) are not measurements and are skipped. A
-warm worker's first cell also pays the worker's start (torch + vLLM import, :data:`WORKER_START_S`);
-an isolated cell's estimate includes its own start.
+``attention/FLASH_ATTN/fa3``, ``engine/auto+auto``, ``engine/auto+auto/tp=2/ep``: a JIT-compiling engine is
+not a default engine); else :data:`KIND_DEFAULT_S`. Rows that were not run or were copied from an earlier
+run (``details.reused_from``) are not measurements and are skipped. A warm worker's first cell also pays
+the worker's start (torch + vLLM import, :data:`WORKER_START_S`); an isolated cell's estimate includes its
+own start.
 
 The defaults are medians of the published journals (``python3 -m probe.run.estimates
 matrices/measured/*.jsonl.gz`` prints them): MoE cells 0.01 s refused / 1.25 s ok (all 3,217 MoE rows:
@@ -36,6 +38,7 @@ KIND_DEFAULT_S: dict[str, float] = {
     "attention": 12.0,  # an attention layer in a warm worker
     "attention/engine": 30.0,  # an MLA layout: a 1-layer engine in its own process
     "engine": 75.0,
+    "engine/tp": 130.0,  # a multi-GPU engine: TP=2 cells on a 2x H100 host took 97-138 s
     "fixture": 1.0,
 }
 WORKER_START_S = 25.0
@@ -45,9 +48,12 @@ PREPASS_DEFAULT_S = {"warm/flashinfer-moe": 2400.0, "warm/flashinfer-moe (cached
 
 
 def group_of(kind: str, params: Mapping[str, Any]) -> str:
-    """The estimate group of a cell: kind and backend (with the FA version), e.g. ``moe/marlin``."""
+    """The estimate group of a cell: kind and backend (with the FA version, an engine's parallel layout),
+    e.g. ``moe/marlin``, ``engine/auto+auto/tp=2/ep``."""
     if kind == "engine":
-        return f"engine/{params.get('moe_backend')}+{params.get('attention_backend')}"
+        tp = params.get("tensor_parallel_size") or 1
+        par = (f"/tp={tp}" if tp > 1 else "") + ("/ep" if params.get("enable_expert_parallel") else "")
+        return f"engine/{params.get('moe_backend')}+{params.get('attention_backend')}{par}"
     fa = f"/fa{params['fa_version']}" if params.get("fa_version") else ""
     backend = params.get("backend")
     return f"{kind}/{backend}{fa}" if backend else str(kind)
@@ -57,6 +63,8 @@ def _kind_default(spec: CellSpec) -> float:
     kind = spec.kind.value
     if kind == "attention" and not spec.target.endswith("attention_layer:run"):
         return KIND_DEFAULT_S["attention/engine"]
+    if kind == "engine" and (spec.params.get("tensor_parallel_size") or 1) > 1:
+        return KIND_DEFAULT_S["engine/tp"]
     return KIND_DEFAULT_S.get(kind, KIND_DEFAULT_S["moe"])
 
 
@@ -67,14 +75,16 @@ class Estimates:
     by_id: Mapping[str, float] = field(default_factory=dict)
     by_group: Mapping[str, float] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
+    label: str = "journal"  # "journal": the runs given; "history": the published measured matrices
 
     def of(self, spec: CellSpec) -> tuple[float, str]:
-        """(seconds, basis): ``journal`` (this cell), ``journal group`` (its kind + backend), ``default``."""
+        """(seconds, basis): ``journal`` / ``history`` (this cell), ``… group`` (its kind + backend), or
+        ``default``."""
         if spec.id in self.by_id:
-            return self.by_id[spec.id], "journal"
+            return self.by_id[spec.id], self.label
         group = group_of(spec.kind.value, spec.params)
         if group in self.by_group:
-            return self.by_group[group], "journal group"
+            return self.by_group[group], f"{self.label} group"
         return _kind_default(spec), "default"
 
 
@@ -142,6 +152,19 @@ def load_estimates(paths: Iterable[str | Path]) -> Estimates:
         by_group={k: statistics.median(v) for k, v in by_group.items()},
         sources=tuple(sources),
     )
+
+
+def history() -> Estimates:
+    """Estimates from the measured matrices published with probe (``matrices/measured/*.json``), for a
+    run given no ``--estimates``: what each cell (and each kind x backend) took on the GPUs measured so
+    far. Empty when the package was installed without its matrices."""
+    from dataclasses import replace
+
+    from probe.catalog.datafiles import published_matrices
+
+    root = published_matrices()
+    files = sorted((root / "measured").glob("*.json")) if root is not None else []
+    return replace(load_estimates(files), label="history") if files else Estimates(label="history")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,11 +1,14 @@
-"""The plan in order of value, for a run with a time budget: what matters most runs first.
+"""The plan in order of value, for a run with a time budget: what decides the requested models' answer runs
+first.
 
 Each cell gets a tier (smaller first; the plan's own order within a tier) from two questions:
 
-1. *Where* — the import cell first (versions, what imports: every verdict needs it); then cells at the
-   requested models' own shapes in the model's own quant (MoE layers at the model's E / widths, its
-   attention head layout, its engines); then the same shapes in other quants; then the sweep (the
-   kernel matrix over expert counts, other layouts).
+1. *Where* — the import cell first (versions, what imports: every verdict needs it); then what decides
+   each requested model's answer soonest: every MoE backend at the model's own shape and quant at TP 1 (a
+   refusal costs a hundredth of a second), every attention backend at the model's head layout, then the
+   engine check (the model's 1-GPU engines of the recommended pair, its runner-up and vLLM's ``auto``);
+   then the model's other cells (MoE at other TP sizes and quants, its other engines, multi-GPU ones);
+   then the sweep (the kernel matrix over expert counts, other layouts).
 2. *Which backend* — the current recommendation for the model on this GPU, then its runner-up (from
    ``probe recommend`` over the published matrices, when they cover this GPU: :class:`Preferred`), then
    vLLM's defaults (``auto``), then the rest.
@@ -22,8 +25,16 @@ from typing import Any
 
 from probe.cells import CellSpec
 
-WHERE = ("import", "model shape, own quant", "model shape", "sweep")
+WHERE = (
+    "import",
+    "answer: MoE at the model's shape",
+    "answer: attention at the model's layout",
+    "answer: engine check",
+    "model: other TP / quant / engines",
+    "sweep",
+)
 WHICH = ("recommended", "runner-up", "vLLM default (auto)", "other")
+ENGINE_CHECK = WHERE.index("answer: engine check")
 
 
 @dataclass(frozen=True)
@@ -89,19 +100,21 @@ def _layout(p: Mapping[str, Any]) -> tuple[Any, Any, Any]:
 
 
 def where(spec: CellSpec, models: Sequence[ModelFocus]) -> int:
-    """0 import, 1 a model's shape in its quant, 2 a model's shape in another quant, 3 the sweep."""
+    """0 import, 1 a model's MoE shape (own quant, TP 1), 2 its attention layout, 3 its 1-GPU engines in
+    its quant, 4 its other cells, 5 the sweep."""
     kind, p = spec.kind.value, spec.params
     if kind == "import":
         return 0
     for m in models:  # a kernel-sweep cell at the model's own shape is one of its cells too
         at_shape = p.get("model") == m.slug or tuple(p.get(k) for k in _MOE_KEYS) in m.moe_shapes
         if kind == "moe" and at_shape:
-            return 1 if p.get("quant") == m.quant else 2
+            return 1 if p.get("quant") == m.quant and p.get("tp") in (None, 1) else 4
         if kind == "attention" and (p.get("model") == m.slug or _layout(p) == m.layout):
-            return 1
+            return 2
         if kind == "engine" and p.get("model") == m.slug:
-            return 1 if p.get("quant") in (None, m.quant) else 2
-    return 3
+            one_gpu = (p.get("tensor_parallel_size") or 1) == 1 and not p.get("enable_expert_parallel")
+            return 3 if one_gpu and p.get("quant") in (None, m.quant) else 4
+    return 5
 
 
 def _halves(spec: CellSpec) -> tuple[Any, Any, Any]:
@@ -137,8 +150,10 @@ def tiers(specs: Sequence[CellSpec], prio: Priorities) -> dict[str, int]:
     """Cell id -> tier (``4 * where + which``; the import cell 0)."""
     out = {}
     for s in specs:
-        w = where(s, prio.models)
-        out[s.id] = 0 if w == 0 else 4 * w + which(s, prio.preferred)
+        w, b = where(s, prio.models), which(s, prio.preferred)
+        if w == ENGINE_CHECK and b == len(WHICH) - 1:  # the check runs the pairs the answer weighs
+            w += 1
+        out[s.id] = 0 if w == 0 else 4 * w + b
     return out
 
 

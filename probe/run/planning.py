@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from probe.cells import CellResult, CellSpec
-from probe.run.estimates import PREPASS_DEFAULT_S, WORKER_START_S, Estimates, load_estimates
+from probe.run.estimates import PREPASS_DEFAULT_S, WORKER_START_S, Estimates, history, load_estimates
 from probe.run.order import Priorities, by_value, tier_label
 
 if TYPE_CHECKING:
@@ -34,6 +34,8 @@ class PlanRequest(Protocol):
     def reuse(self) -> str | None: ...  # a baseline journal or matrix
     @property
     def warm_jit(self) -> bool: ...
+    @property
+    def budget_s(self) -> float | None: ...  # the whole run's time budget
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,23 @@ class PlannedWarm:
     estimate_s: float
     note: str
     waiting: int  # cells that wait for it
+    skip: str | None = None  # why it is not started (a compile the budget cannot hold), with the way out
+
+
+#: how to have a JIT module without compiling it in the run, per pre-pass cell kind
+BUILD_AHEAD = {
+    "flashinfer_moe": "build it ahead (python3 scripts/flashinfer_aot.py on a CPU host, docs/scripts.md) or "
+    "use an image with flashinfer-jit-cache; a run without a budget builds it once into the JIT cache",
+    "attention": "run once without a budget (or with --warm-jit and a longer one): the JIT cache keeps it",
+}
+
+
+def compile_skip(w: CellSpec, seconds: float, budget_s: float | None) -> str | None:
+    """Why a pre-pass compile is not started: it needs more than the run's whole budget."""
+    if budget_s is None or seconds <= budget_s:
+        return None
+    how = BUILD_AHEAD["flashinfer_moe" if "flashinfer_moe" in w.params else "attention"]
+    return f"needs ~{_fmt_s(seconds)} of compiling, the budget is {_fmt_s(budget_s)}: not started; {how}"
 
 
 @dataclass(frozen=True)
@@ -153,7 +172,7 @@ def make_plan(
     from probe.run.prepass import START_S
 
     sm = cc_to_sm(gpu.get("cc"))
-    est = load_estimates(opts.estimates) if opts.estimates else Estimates()
+    est = load_estimates(opts.estimates) if opts.estimates else history()
     specs = list(opts.cells)
     notes = list(opts.priorities.notes if opts.priorities else ())
     reused: tuple[CellResult, ...] = ()
@@ -172,7 +191,8 @@ def make_plan(
         built = flashinfer_moe_built(site_dirs, sm)
         for w in warm_specs(specs, limit_s=START_S, sm=sm):
             seconds, note = _warm_estimate(w, est, built)
-            warm.append(PlannedWarm(w, seconds, note, sum(1 for v in needs.values() if v == w.id)))
+            waiting = sum(1 for v in needs.values() if v == w.id)
+            warm.append(PlannedWarm(w, seconds, note, waiting, compile_skip(w, seconds, opts.budget_s)))
     cells = plan_cells(specs, opts.priorities, est, needs, reasons)
     return RunPlan(cells, reused, tuple(warm), env, est, tuple(notes), dict(gpu))
 
@@ -181,8 +201,17 @@ def _fmt_s(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds >= 120 else f"{seconds:.0f} s"
 
 
+def skipped_waits(plan: RunPlan) -> dict[str, str]:
+    """Cells that wait for a pre-pass compile the budget does not start: cell id -> the pre-pass id."""
+    skipped = {w.spec.id for w in plan.warm if w.skip}
+    return {c.spec.id: c.jit.removeprefix("waits for ") for c in plan.cells
+            if c.jit and c.jit.removeprefix("waits for ") in skipped}  # fmt: skip
+
+
 def budget_line(plan: RunPlan, budget_s: float | None, jobs: int) -> tuple[int | None, str]:
-    """(index of the first cell the budget does not reach, the summary line)."""
+    """(index of the first cell the budget does not reach, the summary line). A warm worker's start is
+    counted where its first cell comes in the order; cells waiting for a compile the budget does not
+    start cost nothing (they are not_run)."""
     starts = plan.worker_starts() * WORKER_START_S
     total = (plan.cell_s + starts) / max(1, jobs)
     line = (
@@ -191,8 +220,15 @@ def budget_line(plan: RunPlan, budget_s: float | None, jobs: int) -> tuple[int |
     )
     if budget_s is None:
         return None, line
-    spent = starts / max(1, jobs)
+    dropped = skipped_waits(plan)
+    spent, workers = 0.0, set()
     for i, c in enumerate(plan.cells):
+        if c.spec.id in dropped:
+            continue
+        key = tuple(sorted(c.spec.env.items()))
+        if not c.spec.isolate and key not in workers:
+            workers.add(key)
+            spent += WORKER_START_S / max(1, jobs)
         spent += c.estimate_s / max(1, jobs)
         if spent > budget_s:
             rest = len(plan.cells) - i
@@ -208,15 +244,21 @@ def render(plan: RunPlan, budget_s: float | None, jobs: int, out: Any = sys.stdo
         runs = sorted({str(r.details.get("reused_from")) for r in plan.reused})
         print(f"reused: {len(plan.reused)} cells copied from run(s) {', '.join(runs)}", file=out)
     for w in plan.warm:
+        if w.skip:
+            print(f"JIT pre-pass: {w.spec.id} ({w.note}) {w.skip}; {w.waiting} cell(s) waiting for it "
+                  "are not_run", file=out)  # fmt: skip
+            continue
         print(f"JIT pre-pass (beside the cells): {w.spec.id} ~{_fmt_s(w.estimate_s)} ({w.note}); "
               f"{w.waiting} cell(s) wait for it", file=out)  # fmt: skip
     cut, summary = budget_line(plan, budget_s, jobs)
+    dropped = skipped_waits(plan)
     print(f"{'#':>5} {'est':>7}  {'basis':<13} {'JIT':<34} {'value tier':<42} cell", file=out)
     for i, c in enumerate(plan.cells):
         if i == cut:
             print(f"{'':>5} --- the budget ends about here: the cells below would be not_run ---", file=out)
         jit = (c.jit or "-").replace("waits for warm/", "waits: ")
         why = f"  [runs: {c.why}]" if c.why else ""
+        why += "  [not_run: its compile is not started]" if c.spec.id in dropped else ""
         print(f"{i + 1:>5} {c.estimate_s:>6.1f}s  {c.basis:<13} {jit:<34} {tier_label(c.tier):<42} "
               f"{c.spec.id}{why}", file=out)  # fmt: skip
     print(summary, file=out)

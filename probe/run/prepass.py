@@ -99,19 +99,32 @@ class PrePass:
             self._thread.join(timeout)
 
 
-def plan_prepass(specs: list[CellSpec], sm: int | None = None) -> PrePass | None:
-    """The pre-pass for the cells that will run on GPU ``sm`` (None: none of them needs a JIT module)."""
+def plan_prepass(
+    specs: list[CellSpec],
+    sm: int | None = None,
+    skip: dict[str, str] | None = None,
+    expected_s: dict[str, float] | None = None,
+) -> PrePass | None:
+    """The pre-pass for the cells that will run on GPU ``sm`` (None: none of them needs a JIT module).
+    ``skip``: pre-pass cells not to start, with why (a compile longer than the run's budget): the cells
+    waiting for one are ``not_run`` with that reason from the start. ``expected_s``: each pre-pass cell's
+    estimate (the scheduler holds a later cell for an earlier one whose module is due soon)."""
     from probe.probes.jit_warm import warm_needs, warm_specs
 
-    warm = warm_specs(specs, limit_s=START_S, sm=sm)
-    if not warm:
+    skip = skip or {}
+    needs = warm_needs(specs, sm)
+    warm = [w for w in warm_specs(specs, limit_s=START_S, sm=sm) if w.id not in skip]
+    if not warm and not any(pid in skip for pid in needs.values()):
         return None
     jobs = str(max(1, (os.cpu_count() or 1) - 2))
     warm = [
         w.model_copy(update={"env": {"MAX_JOBS": jobs, **w.env}}) if "flashinfer_moe" in w.params else w
         for w in warm
     ]
-    return PrePass(warm, Prerequisites(warm_needs(specs, sm)))
+    prerequisites = Prerequisites(needs, expected_s)
+    for pid, why in skip.items():
+        prerequisites.settle(pid, f"its JIT module {pid} {why}")
+    return PrePass(warm, prerequisites)
 
 
 def prepass_config(cfg: RunnerConfig, n: int) -> RunnerConfig:

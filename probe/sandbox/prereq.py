@@ -10,6 +10,7 @@ reason. A build that failed lets them run: each then records its own failure.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from typing import Literal
 
@@ -20,10 +21,13 @@ class Prerequisites:
     """``needs``: cell id -> the id of the result it waits for. Thread-safe (slot threads ask, the
     pre-pass thread settles)."""
 
-    def __init__(self, needs: Mapping[str, str]) -> None:
+    def __init__(self, needs: Mapping[str, str], expected_s: Mapping[str, float] | None = None) -> None:
         self._needs = dict(needs)
         self._settled: dict[str, str | None] = {}
         self._lock = threading.Lock()
+        start = time.monotonic()
+        #: when each prerequisite is expected to settle (``time.monotonic()``), from its estimate
+        self._expected = {pid: start + s for pid, s in (expected_s or {}).items()}
 
     def settle(self, pid: str, not_run: str | None = None) -> None:
         """``pid`` has a result: the cells waiting for it may start (``not_run``: they are not run, with
@@ -44,6 +48,12 @@ class Prerequisites:
 
     def needs(self, cell_id: str) -> str | None:
         return self._needs.get(cell_id)
+
+    def due_within(self, cell_id: str, seconds: float) -> bool:
+        """Whether what ``cell_id`` waits for is expected within ``seconds`` (unknown: no)."""
+        pid = self._needs.get(cell_id)
+        due = self._expected.get(pid) if pid is not None else None
+        return due is not None and due - time.monotonic() <= seconds
 
     def pending(self) -> list[str]:
         """Prerequisites not settled yet."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,11 @@ from probe.sandbox.results import build_result, not_run_result
 from probe.sandbox.worker_parent import WorkerKind, WorkerProc
 
 log = logging.getLogger(__name__)
+
+#: a cell of a later tier waits for an earlier-tier cell whose JIT module is due within this many seconds
+HOLD_S = 90.0
+#: ...unless it is this quick (a MoE backend vLLM refuses at once, a cached layout)
+QUICK_S = 5.0
 
 EnvKey = tuple[tuple[str, str], ...]
 
@@ -109,12 +114,28 @@ class Scheduler:
         pre = self.cfg.prerequisites
         return pre is not None and pre.state(spec.id)[0] == "wait"
 
+    def _held(self, tiers: Mapping[str, int]) -> Callable[[CellSpec], bool]:
+        """In a run in order of value, a cell of a later tier does not take the slot from an earlier-tier
+        cell whose JIT module is due soon (within :data:`HOLD_S`): a long engine would otherwise start
+        while the model's attention layouts finish warming. Quick cells (:data:`QUICK_S`) still fill the
+        gap."""
+        pre = self.cfg.prerequisites
+        if pre is None or not tiers:
+            return lambda s: False
+        soon = [tiers.get(s.id, 0) for s in self.pending if self._waiting(s) and pre.due_within(s.id, HOLD_S)]
+        if not soon:
+            return lambda s: False
+        floor = min(soon)
+        est = self.cfg.budget.estimates if self.cfg.budget is not None else {}
+        return lambda s: tiers.get(s.id, 0) > floor and est.get(s.id, QUICK_S + 1) > QUICK_S
+
     def _pick(self, prefer: EnvKey | None) -> tuple[CellSpec, CellGrant] | None:
         if self.exclusive_running:
             return None
         free_slots = max(1, self.cfg.jobs - self.running)
         tiers = self.cfg.tiers or {}
-        ready = [i for i, s in enumerate(self.pending) if not self._waiting(s)]
+        held = self._held(tiers)
+        ready = [i for i, s in enumerate(self.pending) if not self._waiting(s) and not held(s)]
         if not ready:
             return None
         top = min(tiers.get(self.pending[i].id, 0) for i in ready)

@@ -76,3 +76,10 @@ def test_a_budgeted_run_exits_0_with_every_cell_measured_or_not_run(tmp_path):
 def test_a_bad_budget_is_a_usage_error(tmp_path):
     r = _probe("--plan-file", _plan(tmp_path), "--budget", "ten minutes", "--dry-run", cwd=tmp_path)
     assert r.returncode == 2 and "not a duration" in r.stderr
+
+
+def test_a_budget_under_a_minute_fits_nothing(probe_cli):
+    r = probe_cli("run", "--models", "35b", "--budget", "30s", "--dry-run")
+    assert r.returncode == 2
+    assert "--budget: 30 s fits nothing" in r.stderr and "at least 1m" in r.stderr
+    assert "Traceback" not in r.stderr

@@ -31,3 +31,49 @@ def test_what_a_cell_compiles_by_its_backend():
     assert compiles_itself(cell("c", "attention", backend="FLASH_ATTN", fa_version=3)) is None
     assert compiles_itself(cell("d", "moe", backend="marlin")) is None
     assert compiles_itself(cell("e", "engine", moe_backend="triton")) is None
+
+
+def _plan(budget_s, monkeypatch, tmp_path):
+    from probe.probes.planner import PlanOptions, build_plan
+    from probe.run import RunOptions
+    from probe.run.order import Priorities, focus_of
+    from probe.run.planning import make_plan
+
+    monkeypatch.setenv("FLASHINFER_WORKSPACE_BASE", str(tmp_path))  # no FlashInfer MoE module built
+    specs = build_plan(PlanOptions(models=("35b",), experts=(8,), tp=(1,), kinds=("moe", "attention")))
+    opts = RunOptions(
+        cells=tuple(specs), warm_jit=True, budget_s=budget_s, priorities=Priorities(focus_of(["35b"]))
+    )
+    return make_plan(opts, None, {"cc": "9.0"}, [str(tmp_path)])
+
+
+def test_a_compile_longer_than_the_budget_is_not_started_and_says_how_to_build_it(monkeypatch, tmp_path):
+    from probe.run.planning import budget_line, skipped_waits
+
+    plan = _plan(180.0, monkeypatch, tmp_path)
+    moe = next(w for w in plan.warm if w.spec.id == "warm/flashinfer-moe")
+    assert moe.skip and "not started" in moe.skip and "flashinfer_aot.py" in moe.skip
+    assert all(w.skip is None for w in plan.warm if w.spec.id != moe.spec.id)  # a layout's warm-up fits
+    waiting = skipped_waits(plan)
+    assert waiting and set(waiting.values()) == {moe.spec.id}
+    assert all("flashinfer_cutlass" in cid for cid in waiting)
+    cut, line = budget_line(plan, 180.0, 1)
+    assert cut is not None and "cells fit" in line
+    unlimited = _plan(None, monkeypatch, tmp_path)
+    assert all(w.skip is None for w in unlimited.warm)
+
+
+def test_estimates_come_from_the_published_history(monkeypatch, tmp_path):
+    from probe.run.estimates import group_of
+
+    plan = _plan(600.0, monkeypatch, tmp_path)
+    assert plan.estimates.label == "history" and plan.estimates.sources
+    assert {c.basis for c in plan.cells} & {"history", "history group"}
+    assert group_of("engine", {"moe_backend": "auto", "attention_backend": "auto"}) == "engine/auto+auto"
+    par = {
+        "moe_backend": "auto",
+        "attention_backend": "auto",
+        "tensor_parallel_size": 2,
+        "enable_expert_parallel": True,
+    }
+    assert group_of("engine", par) == "engine/auto+auto/tp=2/ep"

@@ -56,3 +56,30 @@ def test_unified_grant_reaches_the_child_and_the_journal_note():
     assert list(note)[:2] == ["mem_share_gib", "gpu_memory_utilization"]
     wire = params_for_child(_moe("b"), grant)
     assert wire["gpu_memory_utilization"] == 0.5 and "gpu_memory_utilization" not in _moe("b").params
+
+
+def test_a_later_tier_waits_for_an_earlier_cell_whose_module_is_due_soon():
+    """Answer first: the engine check does not take the slot while the model's attention layout finishes
+    warming (due within HOLD_S); a quick cell still fills the gap, and a module due much later holds
+    nothing."""
+    from probe.sandbox.config import Budget
+    from probe.sandbox.prereq import Prerequisites
+
+    specs = [_moe("attn"), _engine("engine"), _moe("quick")]
+    tiers = {"attn": 8, "engine": 12, "quick": 13}
+    est = {"attn": 20.0, "engine": 75.0, "quick": 0.1}
+
+    def sched(due_s: float) -> Scheduler:
+        pre = Prerequisites({"attn": "warm/x"}, {"warm/x": due_s})
+        cfg = RunnerConfig(jobs=1, memory=MemoryPolicy(budget_gib=100), tiers=tiers, prerequisites=pre,
+                           budget=Budget(1e12, est))  # fmt: skip
+        return Scheduler(specs, cfg, lambda r: None, RunReport())
+
+    soon = sched(30.0)
+    spec, _grant = soon._pick(None)
+    assert spec.id == "quick"  # the engine is held, the quick cell is not
+    assert soon._pick(None) is None
+    soon.cfg.prerequisites.settle("warm/x")
+    assert soon._pick(None)[0].id == "attn"
+    late = sched(3600.0)
+    assert late._pick(None)[0].id == "engine"  # a 1-hour compile holds nothing
