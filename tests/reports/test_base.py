@@ -131,11 +131,11 @@ def test_another_schema_version_is_refused():
     assert "schema_version 2 is not supported" in file_problems({"schema_version": 2, "reports": []})[0]
 
 
-def test_the_readme_shows_the_current_coverage_table():
+def test_the_docs_show_the_current_coverage_table():
     from pathlib import Path
 
     from probe.decide.report_views import coverage_markdown
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reports.md").read_text()
     table = coverage_markdown(packaged_reports())
-    assert table.strip() in readme, "regenerate: probe reports --coverage --format md"
+    assert table.strip() in page, "regenerate: probe reports --coverage --format md (docs/reports.md#coverage)"
