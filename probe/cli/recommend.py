@@ -41,6 +41,13 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--vllm", metavar="X.Y.Z", help="the vLLM version the answer is for (default: see above)")
     p.add_argument("--scan", metavar="SCAN.json", help="`probe scan --json` report of the image (its vLLM)")
     p.add_argument(
+        "--image",
+        metavar="PATH",
+        help="the image the answer is for: a wheel, an image tarball or OCI layout, a folder, or a `probe "
+        "scan --json` report; its per-kernel scan decides which backends have code for the GPU",
+    )
+    p.add_argument("--python", metavar="PY", help="the image is this interpreter's environment (scanned)")
+    p.add_argument(
         "--kv-cache-dtype",
         default="auto",
         choices=("auto", "fp8", "fp8_e4m3", "fp8_e5m2"),
@@ -97,6 +104,8 @@ def execute(args: argparse.Namespace) -> int:
     from probe.recommend.types import Deployment
 
     kv = "fp8" if args.kv_cache_dtype.startswith("fp8") else args.kv_cache_dtype
+    if args.why_not:
+        args.why_not = known_backend(args.why_not)
     asked = _ask(args) if args.ask_vllm else None
     rec = recommend(
         args.model,
@@ -110,6 +119,8 @@ def execute(args: argparse.Namespace) -> int:
         why_not=args.why_not,
         asked=asked,
         report_files=args.reports,
+        image=args.image,
+        python=args.python,
     )
     r = rec.to_dict()
     found = rec.found
@@ -122,8 +133,29 @@ def execute(args: argparse.Namespace) -> int:
         for line in r["why_not"]:
             print(f"  - {line}")
         return 0
-    _print_answer(r, found)
+    _print_answer(r, found, bool(getattr(args, "verbose", 0)))
     return 0 if found else EXIT_NOTHING_TO_COMPARE
+
+
+def known_backend(name: str) -> str:
+    """``name`` as the backend catalog spells it (``flashinfer-cutlass`` -> ``flashinfer_cutlass``,
+    ``flash_attn`` -> ``FLASH_ATTN``); an unknown name is a usage error with the closest names."""
+    import difflib
+
+    from probe.catalog.backends import catalog
+    from probe.errors import UsageError
+
+    cat = catalog()
+    known = {*cat.names("moe"), *cat.names("attention"), *(n.name for n in cat.not_covered if n.name)}
+    for candidate in (name, name.lower().replace("-", "_"), name.upper().replace("-", "_")):
+        if candidate in known:
+            return candidate
+    close = difflib.get_close_matches(name, sorted(known), n=4, cutoff=0.5)
+    close += [k for k in sorted(known) if name.lower() in k.lower() and k not in close][: 4 - len(close)]
+    raise UsageError(
+        f"--why-not {name!r}: no MoE or attention backend of that name",
+        hint=f"did you mean: {', '.join(close)}?" if close else "`probe scan --backends` lists them",
+    )
 
 
 def _ask(args: argparse.Namespace) -> Any:
@@ -150,67 +182,88 @@ _WORDS = {
     "measured+predicted": "measured on this GPU + predictions",
     "predicted+reported": "vLLM's own checks, static predictions + field reports",
 }
+#: lines of a default answer beyond the fixed ones: ruled-out backends and warnings shown (-v: all)
+MAX_RULED, MAX_WARNINGS = 8, 5
 
 
-def _print_answer(r: dict[str, Any], found: bool) -> None:
+def _print_answer(r: dict[str, Any], found: bool, verbose: bool = False) -> None:
+    """The answer a person reads in ten seconds: the flags first, each half with its strongest reason,
+    what it needs, the runner-up, what was ruled out and the warnings (``verbose``: every line)."""
     import shlex
 
     basis = _WORDS.get(r["basis"], r["basis"])
     where = f"{r['gpu']} ({r['gpu_name']}), vLLM {r['flags_for_vllm']}"
     print(f"{r['model']} ({r['quant']}) on {where} — evidence: {basis}")
-    for n in r["notes"]:
-        print(f"note: {n}")
-    for role, h in r["halves"].items():
-        print(f"{role} half: {h['backend']} — {h['basis']}: {h['text']}")
     if found:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in r["env"].items())
         print("\n  " + (env + " " if env else "") + "vllm serve <model> " + shlex.join(r["flags"]))
         print(f"  (flags spelled for vLLM {r['flags_for_vllm']}{'' if r['vllm_version'] else ', assumed'})\n")
-        _print_needs(r)
-        print("why:")
-        for e in (e for e in r["evidence"] if e["role"] != "ruled_out"):
-            cite = f" — {e['citation']}" if e.get("citation") else ""
-            cause = f" ({e['root_cause']})" if e.get("root_cause") else ""
-            note = f" [{e['note']}]" if e.get("note") else ""
-            print(f"  {e['role']:10} {e['outcome']:15} [{e['source']}] {e['id']}{cause}{note}{cite}")
+        for role, h in r["halves"].items():
+            print(f"{role + ':':10} {_backend_words(r, role, h['backend'])} — {h['basis']}: {h['text']}")
+        _print_list("needs", r["needs"], len(r["needs"]))
         _print_comparison(r)
+        if verbose:
+            _print_evidence(r)
     else:
-        for e in r["evidence"]:
+        for e in r["evidence"][: None if verbose else MAX_RULED]:
             where = f" [{e['note']}]" if e.get("note") else ""
-            print(
-                f"  {e['role']:10} {e['outcome']:15} [{e['source']}] {e['id']}: {e.get('root_cause')}{where}"
-            )
-    _print_ruled_out(r["ruled_out"])
-    if r["warnings"]:
-        print("warnings:")
-        for w in r["warnings"]:
-            print(f"  - {w}")
+            cause = e.get("root_cause")
+            print(f"  {e['role']:10} {e['outcome']:15} [{e['source']}] {e['id']}: {cause}{where}")
+    _print_ruled_out(r["ruled_out"], verbose)
+    _print_list("warnings", r["warnings"], len(r["warnings"]) if verbose else MAX_WARNINGS)
+    for n in r["notes"]:
+        print(f"note: {n}")
+    if r.get("image"):
+        print(f"image: {r['image']}")
 
 
-def _print_needs(r: dict[str, Any]) -> None:
-    if r["needs"]:
-        print("needs:")
-        for n in r["needs"]:
-            print(f"  - {n}")
+def _backend_words(r: dict[str, Any], role: str, backend: str | None) -> str:
+    """'auto — vLLM picks marlin here', 'FLASH_ATTN (FA3)'."""
+    resolved = r.get(f"{'moe' if role == 'moe' else 'attention'}_backend_resolved")
+    if backend == "auto":
+        return f"auto — vLLM picks {resolved} here" if resolved else "auto (vLLM's own pick)"
+    return resolved or str(backend)
+
+
+def _print_list(title: str, items: list[str], limit: int) -> None:
+    if not items:
+        return
+    print(f"{title}:")
+    for item in items[:limit]:
+        print(f"  - {item}")
+    if len(items) > limit:
+        print(f"  ({len(items) - limit} more: --verbose)")
+
+
+def _print_evidence(r: dict[str, Any]) -> None:
+    print("why:")
+    for e in (e for e in r["evidence"] if e["role"] != "ruled_out"):
+        cite = f" — {e['citation']}" if e.get("citation") else ""
+        cause = f" ({e['root_cause']})" if e.get("root_cause") else ""
+        note = f" [{e['note']}]" if e.get("note") else ""
+        print(f"  {e['role']:10} {e['outcome']:15} [{e['source']}] {e['id']}{cause}{note}{cite}")
 
 
 def _print_comparison(r: dict[str, Any]) -> None:
     if r["speed"]:
         s = r["speed"]
         print(
-            f"  {s['ratio']:.2f}x vs the runner-up {_pair_label(r['runner_up'])} "
-            f"({s['metric']}: {s['best']:g} vs {s['runner_up']:g})"
+            f"runner-up: {_pair_label(r['runner_up'])}, {s['ratio']:.2f}x slower "
+            f"({s['metric']}: {s['best']:g} vs {s['runner_up']:g}, same GPU)"
         )
     elif r["runner_up"]:
-        print(f"  runner-up: {_pair_label(r['runner_up'])} (no timings to compare)")
+        print(f"runner-up: {_pair_label(r['runner_up'])} (no timings to compare)")
 
 
-def _print_ruled_out(ruled: list[dict[str, Any]]) -> None:
-    """One line per backend ruled out, with the strongest reason and where to read more."""
-    if not ruled:
+def _print_ruled_out(ruled: list[dict[str, Any]], verbose: bool) -> None:
+    """One line per backend ruled out that concerns the model's quant on NVIDIA (every one with
+    ``--verbose``), with the strongest reason and where to read more."""
+    shown = [x for x in ruled if verbose or x.get("applies", True)]
+    if not shown:
         return
-    print("ruled out:")
-    for x in ruled:
+    more = len(ruled) - min(len(shown), len(ruled) if verbose else MAX_RULED)
+    print("ruled out:" + (f" ({more} more, or not for this quant on NVIDIA: --verbose)" if more else ""))
+    for x in shown[: None if verbose else MAX_RULED]:
         name = x["backend"] + (f" (FA{x['fa_version']})" if x.get("fa_version") else "")
-        link = f" [{x['link']}]" if x.get("link") else ""
-        print(f"  {x['role']:9} {name:28} {x['source']:10} {x['outcome']}: {x['reason'][:140]}{link}")
+        link = f" [{x['link']}]" if x.get("link") and verbose else ""
+        print(f"  {x['role']:9} {name:24} {x['source']:10} {x['outcome']}: {x['reason'][:110]}{link}")

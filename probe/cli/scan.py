@@ -93,7 +93,7 @@ def resolve_targets(args: argparse.Namespace) -> tuple[list[Gpu], TargetSource]:
     if args.target:
         seen: dict[int, Gpu] = {}
         for t in args.target:
-            g = parse_target(t)
+            g = parse_target(t, known_only=True)  # as recommend: a GPU the catalog knows
             seen.setdefault(g.sm, g)
         return list(seen.values()), "argument"
     if not args.all_targets:

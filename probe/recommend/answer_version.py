@@ -17,9 +17,8 @@ predictions uses the nearest one that has them, and the answer says so.
 from __future__ import annotations
 
 import importlib.util
-import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,34 +63,50 @@ def installed_vllm() -> str | None:
 
 @dataclass(frozen=True)
 class ScanFacts:
-    """What a ``probe scan --json`` report of the image says about it: its vLLM and its distributions."""
+    """What a ``probe scan --json`` report of the image says about it: its vLLM, its distributions (with
+    their versions where the scan saw them) and, when it holds a backend view, that view."""
 
     vllm: str | None
     packages: frozenset[str]
+    versions: dict[str, str] = field(default_factory=dict)  # distribution -> version
+    document: dict[str, Any] | None = None  # the report, when it has a backend view (``backends``)
 
 
-def read_scan(path: Path) -> ScanFacts:
-    """The vLLM version a scan saw (``package_version`` of a vllm file, else an image environment's
-    ``vllm``) and every distribution it saw (files' ``package``, environments' ``packages``)."""
+def read_scan_document(path: Path) -> dict[str, Any]:
+    """A ``probe scan --json`` report, checked to be one."""
+    from probe import safejson
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = safejson.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise BadInputError(f"{path}: not a readable scan report ({exc})") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("files"), list):
         raise BadInputError(f"{path}: not a `probe scan --json` report (no 'files' list)")
+    return doc
+
+
+def scan_facts(doc: dict[str, Any]) -> ScanFacts:
+    """The vLLM version a scan saw (``package_version`` of a vllm file, else an image environment's
+    ``vllm``) and every distribution it saw (files' ``package``, environments' ``packages``)."""
+    versions: dict[str, str] = {}
     packages: set[str] = set()
-    vllm = None
-    for f in doc["files"]:
+    for f in doc.get("files") or []:
         if isinstance(f, dict) and isinstance(f.get("package"), str):
             packages.add(f["package"])
-            if f["package"] == "vllm" and f.get("package_version"):
-                vllm = vllm or str(f["package_version"])
+            if f.get("package_version"):
+                versions.setdefault(f["package"], str(f["package_version"]))
     for env in doc.get("environments") or []:
         found = (env.get("packages") or {}) if isinstance(env, dict) else {}
         if isinstance(found, dict):
             packages |= {str(k) for k in found}
-            vllm = vllm or (str(found["vllm"]) if found.get("vllm") else None)
-    return ScanFacts(vllm, frozenset(packages))
+            versions.update({str(k): str(v) for k, v in found.items() if v and str(k) not in versions})
+    backends = doc.get("backends") if isinstance(doc.get("backends"), dict) else None
+    return ScanFacts(versions.get("vllm"), frozenset(packages), versions, doc if backends else None)
+
+
+def read_scan(path: Path) -> ScanFacts:
+    """:func:`scan_facts` of a ``probe scan --json`` report file."""
+    return scan_facts(read_scan_document(path))
 
 
 def published_predictions(paths: Iterable[Path]) -> dict[str, Path]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from probe.recommend import report_match
 from probe.recommend.select import Relevant
 from probe.recommend.types import EvidenceCell, Pair, Request
 from probe.recommend.verdict import scan_cell
@@ -76,6 +77,8 @@ def predictions_and_reports(mine: list[EvidenceCell], best: Pair, req: Request) 
         if not _fa_failed(c) or c.get("fa_version") == best.fa or c.get("basis") == "vllm_check":
             continue
         if c.evidence == "reported":
+            if c.get("applies") and not report_match.relevant(c, req):
+                continue  # a report whose model facts (MLA, sinks …) or set-up this model does not share
             out.append(
                 f"FA{c.get('fa_version')} {c.get('outcome')} on sm_{req.sm} in a field report: "
                 f"{c.get('root_cause')}"

@@ -106,7 +106,7 @@ def _load(entry: Path) -> FileEvidence | None:
 
 def _store(folder: Path, entry: Path, value: FileEvidence) -> None:
     cells, used = value
-    rows = [(c.cell, c.source, c.vllm, c.gpu_name, c.gpu_count) for c in cells]
+    rows = [(c.cell, c.source, c.vllm, c.gpu_name, c.gpu_count, c.image_versions) for c in cells]
     tmp = entry.with_name(f"{entry.name}.{os.getpid()}.tmp")
     try:
         tmp.write_bytes(marshal.dumps((used, rows)))

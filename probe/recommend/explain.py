@@ -3,6 +3,7 @@ ruled out with the reason (one line per backend), and ``--why-not`` for one back
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from probe.recommend import report_match
@@ -134,9 +135,42 @@ def _link(c: EvidenceCell) -> str | None:
     return where(c) or (c.source if c.evidence == "measured" else None)
 
 
-def ruled_out_backends(ruled: list[EvidenceCell], chosen: set[tuple[str, str]]) -> list[RuledOut]:
+_NOT_FOR_QUANT = re.compile(r"is not supported for \S+ MoE\. Expected one of")
+
+
+def applies_to(role: str, backend: str, reason: str, req: Request) -> bool:
+    """Whether ruling ``backend`` out says something about this model on NVIDIA: a MoE backend that takes
+    the model's quant on one CUDA GPU (an expert-parallel one with ``--ep``), an attention backend the
+    catalog covers. vLLM refusing a backend for the quant itself ("not supported for NvFP4 MoE") or a
+    ROCm-only backend is noise there (``--verbose`` and ``--json`` keep them)."""
+    from probe.catalog.backends import catalog
+
+    cat = catalog()
+    if role == "attention":
+        return cat.gap("attention", backend) is None
+    rec = cat.find("moe", backend)
+    if rec is None or _NOT_FOR_QUANT.search(reason) or req.quant not in rec.vllm.quants:
+        return rec is None and not _NOT_FOR_QUANT.search(reason)
+    if rec.vllm.platform != "cuda":
+        return False
+    return not rec.vllm.expert_parallel_only or req.deploy.ep
+
+
+def _reason(c: EvidenceCell, basis: str) -> str:
+    """The strongest reason in words: an ELF scan's missing code says so for the image and the GPU."""
+    text = str(c.get("root_cause") or c.get("outcome"))
+    if basis == "elf_scan" and c.get("outcome") == "no_kernel_image":
+        what = text.split(":", 1)[0]
+        return f"no sm_{c.get('gpu_sm')} kernel in this image ({what})"
+    return text
+
+
+def ruled_out_backends(
+    ruled: list[EvidenceCell], chosen: set[tuple[str, str]], req: Request | None = None
+) -> list[RuledOut]:
     """One line per backend the answer ruled out, with its strongest reason (a measurement, then a
-    field report, then vLLM's check or the ELF scan) and where to read more."""
+    field report, then vLLM's check or the ELF scan), where to read more, and whether it ``applies`` to
+    the request (:func:`applies_to`)."""
     best: dict[tuple[str, str, int | None], EvidenceCell] = {}
     for c in ruled:
         key = _backend_of(c)
@@ -154,7 +188,7 @@ def ruled_out_backends(ruled: list[EvidenceCell], chosen: set[tuple[str, str]]) 
                 "backend": backend,
                 "fa_version": fa,
                 "outcome": str(c.get("outcome")),
-                "reason": str(c.get("root_cause") or c.get("outcome"))[:300],
+                "reason": _reason(c, basis)[:300],
                 "source": "vllm_check"
                 if basis == "vllm_check"
                 else c.evidence
@@ -162,6 +196,7 @@ def ruled_out_backends(ruled: list[EvidenceCell], chosen: set[tuple[str, str]]) 
                 else basis,
                 "vllm": c.vllm,
                 "link": _link(c),
+                "applies": req is None or applies_to(role, backend, str(c.get("root_cause") or ""), req),
             }
         )
     return out
@@ -213,3 +248,31 @@ def why_not(
     if below:
         return [f"not ruled out, but it ranks below {first}: {below}{ranked}", *notes]
     return [f"nothing against it: {backend} is not ruled out{ranked}", *notes]
+
+
+def _measured_pick(best: Pair, role: str) -> str | None:
+    """What vLLM picked for ``auto`` in a measured engine run of the pair (``details.engine``)."""
+    for c in best.cells:
+        layers = ((c.get("details") or {}).get("engine") or {}).get(role) or {}
+        for layer in layers.values():
+            picked = layer.get("selected_backend") if role == "moe" else layer.get("backend")
+            if picked:
+                fa = layer.get("fa_version") if role == "attention" else None
+                name = str(picked).lower() if role == "moe" else str(picked)
+                return name + (f" (FA{fa})" if fa else "")
+    return None
+
+
+def resolved(best: Pair, picks: dict[str, str | None]) -> dict[str, str | None]:
+    """Per role, what the answer's backend is here: itself, or for ``auto`` what vLLM picks (its own
+    log in a measured engine run of the pair, else its checks)."""
+    out: dict[str, str | None] = {}
+    for role, chosen in (("moe", best.moe), ("attention", best.attn)):
+        if chosen == "FLASH_ATTN" and not best.fa:  # which FA version vLLM takes here
+            picked = _measured_pick(best, role)
+            out[role] = picked if picked and picked.startswith(chosen) else chosen
+        elif chosen and chosen != "auto":
+            out[role] = chosen + (f" (FA{best.fa})" if role == "attention" and best.fa else "")
+        elif chosen == "auto":
+            out[role] = _measured_pick(best, role) or picks.get(role)
+    return out

@@ -44,11 +44,23 @@ class Gathered:
     scan: answer_version.ScanFacts | None = None
 
 
+def local_gpu() -> tuple[int, str] | None:
+    """(sm, name) of this machine's first GPU, when the CUDA driver shows one (no torch)."""
+    from probe.arch.localgpu import local_gpus
+
+    found = local_gpus()
+    return (found[0].sm, found[0].name) if found else None
+
+
 def target_gpu(gpu: str | None, cells: list[EvidenceCell], paths: list[Path]) -> tuple[int, str]:
-    """(sm, name) of the GPU asked for, else of the one GPU the matrices were measured on."""
+    """(sm, name) of the GPU asked for, else of this machine's GPU, else of the one GPU the matrices
+    were measured on."""
     if gpu is not None:
         target = parse_target(gpu, known_only=True)
         return target.sm, target.names[0]
+    here = local_gpu()
+    if here is not None:
+        return here
     measured = sorted({c.get("gpu_sm") for c in cells if c.evidence == "measured" and c.get("gpu_sm")})
     if len(measured) == 1:
         sm = measured[0]
@@ -85,7 +97,7 @@ def gather(
     gpu: str | None,
     *,
     vllm: str | None = None,
-    scan: Path | None = None,
+    scan: answer_version.ScanFacts | None = None,
     loaded: LoadedEvidence | None = None,
     asked: AskedCells | None = None,
     report_files: list[str] | None = None,
@@ -97,7 +109,7 @@ def gather(
     asked_sm = parse_target(gpu, known_only=True).sm if gpu is not None else None
     first = loaded if loaded is not None else load_evidence(paths, asked_sm, reports=False)
     sm, name = target_gpu(gpu, first.cells, paths)
-    facts = answer_version.read_scan(scan) if scan is not None else None
+    facts = scan
     asked_vllm = asked.vllm if asked is not None else None
     version = answer_version.choose(vllm, facts, measured_vllm(first.cells, sm), published, asked_vllm)
     cells, files = list(first.cells), list(first.files)
@@ -113,6 +125,11 @@ def gather(
         at = {sm: {"vllm": version.vllm}} if version.vllm else {}
         cells += reported_cells(at, report_files or None, gpus=[sm])
         mark_superseded(cells)
+    if facts is not None and facts.document is not None:  # the image's own scan, not the published one
+        from probe.recommend.sources import scan_document_cells
+
+        cells = [c for c in cells if c.get("basis") != "elf_scan"]
+        cells += [c for c in scan_document_cells(facts.document, Path("image scan")) if c.get("gpu_sm") == sm]
     kept = [c for c in cells if same_image_scan(c, version)]
     return Gathered(LoadedEvidence(kept, files), sm, name, version, facts)
 

@@ -18,11 +18,12 @@ from pathlib import Path
 from probe.catalog import models as catalog_models
 from probe.catalog.backends import BackendCatalog, catalog
 from probe.catalog.profile import ModelProfile
-from probe.recommend import cautions, explain, halves, needs, report_match, select, verdict
+from probe.recommend import cautions, explain, halves, images, needs, report_match, select, verdict
+from probe.recommend.answer_version import ScanFacts, read_scan, scan_facts
 from probe.recommend.gather import AskedCells, about, family_runs, gather
 from probe.recommend.halves import Half
 from probe.recommend.sources import default_matrix_paths
-from probe.recommend.spelling import engine_arg_flags, spell_flags
+from probe.recommend.spelling import deployment_flags, engine_arg_flags, spell_flags
 from probe.recommend.types import (
     Deployment,
     EvidenceCell,
@@ -85,6 +86,7 @@ class _Context:
     family: list[EvidenceCell]
     scanned: frozenset[str] | None
     report_files: list[str] | None = None
+    checks: str | None = None  # the vLLM whose published checks the answer uses (nearest to its own)
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,7 @@ def _answer(
         + cautions.degraded(best)
         + _gpu_count_warnings(best, req)
     )
-    ruled_out = explain.ruled_out_backends(ladder.ruled, _chosen_keys(best))
+    ruled_out = explain.ruled_out_backends(ladder.ruled, _chosen_keys(best), req)
     roles = {"moe": best.moe, "attention": best.attn}
     picks = _auto_picks(req, mine)
     need = needs.needs(best, req, mine, ctx.family, ctx.scanned)
@@ -131,15 +133,19 @@ def _answer(
     warnings += explain.departures(picks, roles, ruled_out, _rank_reasons(pairs, picks, prefs))
     for role, h in halves.items():
         if picks.get(role) and picks[role] == h["backend"]:
-            h["text"] += f"; vLLM {req.vllm or ''}'s own pick for this model here".replace(" 's", "'s")
+            h["text"] += "; " + _own_pick_words(req.vllm, ctx.checks)
+    res = explain.resolved(best, picks)
+    served = args + deployment_flags(req.tp, req.deploy) + engine_arg_flags({**best.args, **need.engine_args})
     return replace(
         base,
         basis=explain.overall(halves),
         moe_backend=best.moe,
         attention_backend=best.attn,
         fa_version=best.fa,
+        moe_backend_resolved=res.get("moe"),
+        attention_backend_resolved=res.get("attention"),
         engine_args={**best.args, **need.engine_args},
-        flags=_joined(args + engine_arg_flags({**best.args, **need.engine_args}), fix.flags),
+        flags=_joined(served, fix.flags),
         needs=need.lines + fix.lines,
         env=env,
         evidence=explain.cited_evidence(best, req, ladder.ruled, chosen),
@@ -244,7 +250,7 @@ def _nothing_works(
     if not texts:
         texts = [f"no working pair for {req.name} ({req.quant}) on sm_{req.sm}" if rel.all or failed
                  else cautions.nothing_works(rel, req)]  # fmt: skip
-    ruled_out = explain.ruled_out_backends(failed, set())
+    ruled_out = explain.ruled_out_backends(failed, set(), req)
     return replace(base, evidence=evidence, ruled_out=ruled_out, warnings=[*warnings, *texts])
 
 
@@ -262,15 +268,18 @@ def recommend(
     why_not: str | None = None,
     asked: AskedCells | None = None,
     report_files: list[str] | None = None,
+    image: str | None = None,
+    python: str | None = None,
 ) -> Recommendation:
-    """The recommendation for ``model`` on ``gpu`` (default: the GPU the matrices were measured on),
-    for one vLLM version (``vllm``, else the one of ``scan``, the installed one, the measured one, the
-    newest predicted: :mod:`.answer_version`), served as ``deploy`` says.
+    """The recommendation for ``model`` on ``gpu`` (default: this machine's GPU, else the GPU the
+    matrices were measured on), for one vLLM version (``vllm``, else the one of ``scan`` / ``image`` /
+    ``python``, the installed one, the measured one, the newest predicted: :mod:`.answer_version`), for
+    one image (:mod:`.images`), served as ``deploy`` says.
 
     ``loaded``: evidence already read (``probe diff`` passes one matrix's cells); else the matrix
     files under ``matrices`` (default :func:`default_matrix_paths`) plus the packaged field reports.
     """
-    sources = _Sources(matrices, loaded, vllm, scan, asked, report_files)
+    sources = _Sources(matrices, loaded, vllm, scan, asked, report_files, image, python)
     rec = _recommend(model, gpu, quant, tp, deploy, sources)
     if why_not:
         rec = replace(rec, why_not=_why_not(why_not, rec))
@@ -297,6 +306,24 @@ class _Sources:
     scan: Path | None
     asked: AskedCells | None
     report_files: list[str] | None
+    image: str | None = None  # --image: a wheel, image tarball / OCI layout, folder, or scan report
+    python: str | None = None  # --python: that interpreter's environment is the image
+
+
+def _image(src: _Sources) -> tuple[ScanFacts | None, images.Image | None]:
+    """The image asked about: a scan report (``--scan``), one scanned now (``--image`` / ``--python``),
+    else the environment probe runs in when it holds vLLM; and its scan facts when there is a scan."""
+    if src.scan is not None:
+        facts = read_scan(src.scan)
+    elif src.image is not None or src.python is not None:
+        from probe.catalog.gpus import catalog as gpu_catalog
+        from probe.recommend.image_scan import scan_image
+
+        facts = scan_facts(scan_image(src.image, src.python, list(gpu_catalog().gpus)))
+    else:
+        return None, images.running_image()
+    label = str(src.scan or src.image or src.python)
+    return facts, images.image_of(label, facts.versions)
 
 
 def _recommend(
@@ -304,19 +331,21 @@ def _recommend(
 ) -> Recommendation:
     prof = model_profile(model, quant)
     paths = src.matrices if src.matrices is not None else default_matrix_paths()
+    facts, image = _image(src)
     got = gather(
         paths,
         gpu,
         vllm=src.vllm,
-        scan=src.scan,
+        scan=facts,
         loaded=src.loaded,
         asked=src.asked,
         report_files=src.report_files,
     )
     req = Request.of(prof, prof.quant, tp, got.sm, got.version.vllm, deploy)
-    mine = about(got.loaded.cells, req)
+    mine = images.bind(about(got.loaded.cells, req), req, image)
     scanned = got.scan.packages if got.scan else None
-    ctx = _Context(mine, family_runs(got.loaded.cells, prof), scanned, src.report_files)
+    family = family_runs(got.loaded.cells, prof)
+    ctx = _Context(mine, family, scanned, src.report_files, got.version.predictions)
     measured_here = any(c.evidence == "measured" for c in mine)
     basis = "measured" if measured_here else "fallback"
     cat = catalog()
@@ -330,8 +359,10 @@ def _recommend(
         vllm_version=got.version.vllm,
         flags_for_vllm=got.version.vllm or cat.vllm.latest_known,
         notes=([got.version.note] if got.version.note else [])
-        + ([] if measured_here else [_fallback_note(got.sm)]),
+        + ([] if measured_here else [_fallback_note(got.sm)])
+        + _measured_with(mine, req.vllm),
         matrices=got.loaded.files,
+        image=image.label if image is not None else None,
     )
     warnings = cautions.every_engine_run_failed(rel, req)
     moe = halves.half(rel, mine, req, "moe", cat) if req.experts else None
@@ -349,6 +380,21 @@ def _recommend(
     if not pairs:
         return _nothing_works(base, req, ctx, rel, ladder, warnings)
     return _answer(base, req, ctx, ladder, pairs, warnings)
+
+
+def _own_pick_words(vllm: str | None, checks: str | None) -> str:
+    """Whose pick the answer's backend is: the answer's vLLM's own checks, or the nearest published."""
+    if checks and vllm and checks != vllm:
+        return f"the pick of vLLM {checks}'s checks (the nearest to {vllm}) for this model here"
+    return f"vLLM {vllm or checks or ''}'s own pick for this model here".replace(" 's", "'s")
+
+
+def _measured_with(mine: list[EvidenceCell], vllm: str | None) -> list[str]:
+    """A note when the measurements ran with another vLLM than the answer's."""
+    ran = sorted({str(c.vllm) for c in mine if c.evidence == "measured" and c.vllm})
+    if not ran or not vllm or ran == [vllm]:
+        return []
+    return [f"measured with vLLM {', '.join(ran)}; the flags are spelled for vLLM {vllm}"]
 
 
 def _fallback_note(sm: int) -> str:

@@ -23,6 +23,7 @@ from probe.matrix import cell_rules
 from probe.matrix.io import read_gzip_text
 from probe.matrix.scan_predictions import is_static_predictions, predicted_cell_dicts
 from probe.recommend import evidence_cache
+from probe.recommend.images import IMAGE_PACKAGES
 from probe.recommend.report_match import report_cells
 from probe.recommend.types import EvidenceCell, LoadedEvidence
 from probe.reports.base import load_reports
@@ -202,6 +203,8 @@ def matrix_cells(doc: dict[str, Any], path: Path, only_sm: int | None = None) ->
         cells = cells + predicted_cell_dicts(static)
     gpu_name = gpu.get("name") if isinstance(gpu, dict) else None
     count = gpu.get("count") if isinstance(gpu, dict) else None
+    versions = prov.get("versions") if isinstance(prov.get("versions"), dict) else None
+    image = {k: versions.get(k) for k in IMAGE_PACKAGES} if versions else None
     out = []
     for c in cells:
         c = {k: v for k, v in c.items() if k not in UNREAD_FIELDS}
@@ -214,7 +217,12 @@ def matrix_cells(doc: dict[str, Any], path: Path, only_sm: int | None = None) ->
                 )
             c["gpu_sm"] = sm
         cell_vllm = c.get("vllm_version") or (vllm if ev == "measured" else None) or static_vllm or vllm
-        out.append(EvidenceCell(c, str(path), cell_vllm, gpu_name, count if ev == "measured" else None))
+        measured = ev == "measured"
+        out.append(
+            EvidenceCell(
+                c, str(path), cell_vllm, gpu_name, count if measured else None, image if measured else None
+            )
+        )
     return out
 
 

@@ -88,3 +88,22 @@ def engine_arg_flags(engine_args: dict[str, Any]) -> list[str]:
     for key, value in sorted(engine_args.items()):
         out += [f"--{key.replace('_', '-')}", str(value)]
     return out
+
+
+def deployment_flags(tp: int | None, deploy: Any) -> list[str]:
+    """The set-up asked for, as vLLM's serve flags: tensor / data / expert parallelism, the KV-cache
+    dtype, the speculative-decoding method (``deploy``: :class:`probe.recommend.types.Deployment`)."""
+    import json
+
+    out: list[str] = []
+    if tp and tp > 1:
+        out += ["--tensor-parallel-size", str(tp)]
+    if deploy.dp > 1:
+        out += ["--data-parallel-size", str(deploy.dp)]
+    if deploy.ep:
+        out.append("--enable-expert-parallel")
+    if deploy.kv_cache_dtype != "auto":
+        out += ["--kv-cache-dtype", deploy.kv_cache_dtype]
+    if deploy.speculative:
+        out += ["--speculative-config", json.dumps({"method": deploy.speculative})]
+    return out

@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # JSON shapes of the answer: for the type checker only (no cl
         source: str  # measured / reported / vllm_check / elf_scan
         vllm: str | None
         link: str | None
+        applies: bool  # about this model's quant on NVIDIA (text shows only these without --verbose)
 
     class RunnerUp(TypedDict):
         moe_backend: str | None
@@ -70,6 +71,9 @@ class EvidenceCell:
     vllm: str | None  # the vLLM version the cell speaks of (for spelling the flags)
     gpu_name: str | None = None  # the GPU name of its matrix's provenance
     gpu_count: int | None = None  # how many GPUs its matrix's run had (provenance.gpu.count)
+    image_versions: dict[str, Any] | None = None  # the image a measured cell ran in (provenance.versions)
+    #: a failure of another image that lacked this module: set aside (``needs`` says it), not a failure here
+    lacked: str | None = None
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.cell.get(key, default)
@@ -88,7 +92,7 @@ class EvidenceCell:
 
     @property
     def failed(self) -> bool:
-        return self.cell.get("outcome") in FAILED_OUTCOMES
+        return self.lacked is None and self.cell.get("outcome") in FAILED_OUTCOMES
 
     @property
     def rank(self) -> int:
@@ -263,6 +267,10 @@ class Recommendation:
     moe_backend: str | None = None
     attention_backend: str | None = None
     fa_version: int | None = None
+    #: what ``auto`` resolves to here (the measured engine's own log of its pick, else vLLM's checks);
+    #: the backend itself when the answer names one; None: not known
+    moe_backend_resolved: str | None = None
+    attention_backend_resolved: str | None = None
     engine_args: dict[str, Any] = field(default_factory=dict)
     vllm_version: str | None = None
     flags_for_vllm: str | None = None
@@ -282,6 +290,7 @@ class Recommendation:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     matrices: list[str] = field(default_factory=list)
+    image: str | None = None  # the image the answer is for (--image / --python / --scan / this environment)
 
     @property
     def found(self) -> bool:

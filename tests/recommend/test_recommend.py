@@ -45,7 +45,7 @@ def test_kernel_level_pair_with_fa_version_and_ratio(data_dir, probe_cli):
     assert (
         "--moe-backend marlin --attention-backend FLASH_ATTN --attention-config '{\"flash_attn_version\": 2}'"
     ) in r.stdout
-    assert "vs the runner-up" in r.stdout and "measured on this GPU" in r.stdout
+    assert "runner-up: " in r.stdout and "x slower" in r.stdout and "measured on this GPU" in r.stdout
 
 
 def test_never_wrong_output(tmp_path):
@@ -219,7 +219,9 @@ def test_engine_args_of_the_working_run_become_flags(tmp_path):
     assert out.engine_args == {"gdn_prefill_backend": "triton"}
     assert out.flags[-2:] == ["--gdn-prefill-backend", "triton"]
     ruled = {e["id"] for e in out.evidence if e["role"] == "ruled_out"}
-    assert "engine/Qwen3.5-122B-A10B/cutlass+TRITON_ATTN" in ruled
+    # the run without the argument died importing flashinfer in an image that lacked it: another image's
+    # missing package (no image was asked about), not a failure of the pair here
+    assert "engine/Qwen3.5-122B-A10B/cutlass+TRITON_ATTN" not in ruled
     assert not any("every engine run" in w for w in out.warnings)
 
 
@@ -242,19 +244,22 @@ def test_runner_up_label_names_fa_version_and_engine_args():
 
 
 def test_text_view_lists_each_ruled_out_backend_once_with_its_reason(probe_cli):
-    """The published H200 matrix rules out ~50 cells for 122b; the text names each backend once, with the
-    strongest reason and where it was read (JSON: ``ruled_out``, and every cell in ``evidence``)."""
-    r = probe_cli("recommend", "--model", "122b", "--matrix", str(ROOT / "matrices" / "measured"))
+    """The published matrices rule out many cells for 122b; the text names each backend once, with the
+    strongest reason (with -v: every backend, and where it was read; JSON: ``ruled_out``, and every cell
+    in ``evidence``). An image's missing flashinfer is not a reason (it is that image's)."""
+    matrices = str(ROOT / "matrices" / "measured")
+    r = probe_cli("recommend", "--model", "122b", "--matrix", matrices, "-v")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     section = lines[lines.index("ruled out:") + 1 :]
     ruled = section[: next((i for i, line in enumerate(section) if not line.startswith("  ")), len(section))]
     backends = [line.split()[:2] for line in ruled]
     assert ruled and len(backends) == len({tuple(b) for b in backends})  # one line per backend
-    assert any("No module named 'flashinfer'" in line and line.split()[0] == "engine" for line in ruled)
+    assert not any("No module named 'flashinfer'" in line for line in ruled)
     assert all("[" in line and line.rstrip().endswith("]") for line in ruled)  # each says where from
     assert "--gdn-prefill-backend triton" in r.stdout
-    j = json.loads(probe_cli("recommend", "--model", "122b", "--matrix", str(ROOT / "matrices" / "measured"),
-                             "--json").stdout)  # fmt: skip
+    j = json.loads(probe_cli("recommend", "--model", "122b", "--matrix", matrices, "--json").stdout)
     assert len(j["ruled_out"]) == len(ruled)
     assert sum(e["role"] == "ruled_out" for e in j["evidence"]) > len(ruled)
+    short = probe_cli("recommend", "--model", "122b", "--matrix", matrices).stdout
+    assert len(short.splitlines()) <= 30 and not any("aiter" in line for line in short.splitlines())
