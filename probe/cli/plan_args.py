@@ -99,9 +99,10 @@ def add_plan_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup
         "--engine-tp",
         default="auto",
         metavar="auto|N[,N...]",
-        help="tensor_parallel_size of engine cells (default auto: 1, plus 2 when nvidia-smi shows >= 2 "
-        "usable GPUs); sizes > 1 run one rank per GPU, MoE models also with enable_expert_parallel, and "
-        "are planned only when that many GPUs are visible unless --force-multi-gpu",
+        help="tensor_parallel_size of engine cells (default auto: 1 and every power of two up to the usable "
+        "GPUs nvidia-smi shows: 2 on 2 GPUs, 2 and 4 on 4, up to 8); sizes > 1 run one rank per GPU, MoE "
+        "models also with enable_expert_parallel, and are planned only when that many GPUs are visible "
+        "unless --force-multi-gpu",
     )
     g.add_argument(
         "--force-multi-gpu",
@@ -144,9 +145,10 @@ def parse_engine_args(text: str | None) -> dict[str, str]:
 
 
 def engine_tp_sizes(text: str, visible_gpus: int | None) -> tuple[int, ...]:
-    """``--engine-tp``: ``auto`` → (1,) plus 2 when ``visible_gpus`` >= 2; else the listed sizes."""
+    """``--engine-tp``: ``auto`` → 1 and every power of two up to the visible GPUs (2 on a 2-GPU host,
+    2 and 4 on a 4-GPU one, up to 8); else the listed sizes."""
     if text.strip().lower() == "auto":
-        return (1, 2) if (visible_gpus or 0) >= 2 else (1,)
+        return tuple(n for n in (1, 2, 4, 8) if n == 1 or n <= (visible_gpus or 0))
     return _ints(text, "--engine-tp")
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from probe.cell_params import AttentionParams, EngineParams
 from probe.cells import ProbeContext
-from probe.probes.common import result
+from probe.probes.common import result, skipped
 from probe.probes.engine_build import (
     attention_modules,
     build_llm,
@@ -38,7 +38,7 @@ from probe.probes.engine_build import (
     shutdown,
     unknown_engine_args,
 )
-from probe.probes.hf_config import synthetic_hf_config, text_config_of
+from probe.probes.hf_config import reduction_problems, synthetic_hf_config, text_config_of
 
 __all__ = [
     "ENGINE_ENV",
@@ -317,6 +317,11 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
         "config": {k: v for k, v in cfg.items() if k != "quantization_config"},
         "quantization_config": cfg.get("quantization_config"),
     }
+    real = {"num_attention_heads": prof.num_attention_heads, "num_key_value_heads": prof.num_key_value_heads}
+    problems = reduction_problems(cfg, real, p.effective_tp)
+    if problems:  # the model splits; probe's reduced copy would not: say so, never blame vLLM
+        details["probe_error"] = "reduced config: " + "; ".join(problems)
+        return skipped(f"probe's reduced config cannot be split at TP {p.effective_tp}: {problems[0]}")
     vocab = int(text_config_of(cfg)["vocab_size"])
     return _build_and_generate(cfg, p, ctx, details, vocab, p.effective_tokens)
 

@@ -251,6 +251,28 @@ _VISION_WRAPPED: dict[str, str] = {
 }
 
 
+#: the config fields tensor parallelism splits across ranks (a reduced config must keep them divisible)
+_SPLIT_FIELDS = ("num_attention_heads", "num_key_value_heads", "num_heads", "linear_num_key_heads",
+                 "linear_num_value_heads", "mamba_num_heads", "n_groups")  # fmt: skip
+
+
+def reduction_problems(config: dict[str, Any], real: dict[str, Any], tp: int) -> list[str]:
+    """Where probe's reduced ``config`` cannot be split ``tp`` ways although the model's own numbers
+    (``real``, by field name) can: a failure there would be probe's, not vLLM's. Text and vision parts
+    are both read; a KV-head count below ``tp`` is replicated by vLLM, not split."""
+    out = []
+    for part, sub in (("", text_config_of(config)), ("vision_config.", config.get("vision_config") or {})):
+        for name in _SPLIT_FIELDS:
+            value = sub.get(name)
+            if not isinstance(value, int) or value <= 0 or tp <= 1:
+                continue
+            if name == "num_key_value_heads" and value < tp:
+                continue
+            if value % tp and not (isinstance(real.get(name), int) and real[name] % tp):
+                out.append(f"{part}{name}={value} is not divisible by TP {tp}")
+    return out
+
+
 def text_config_of(config: dict[str, Any]) -> dict[str, Any]:
     """The text model's part of a config.json dict (``text_config`` when nested)."""
     text = config.get("text_config")
@@ -267,14 +289,15 @@ def _vision_wrapped(profile: ModelProfile, text: dict[str, Any]) -> dict[str, An
         "architectures": [arch],
         "model_type": profile.model_type,
         "text_config": text,
-        # the smallest valid Qwen3-VL vision tower: 1 block, 2 heads of 64 (rotary over half of
-        # each head), merger projecting to the text hidden size; 2304 = 48^2 position embeddings
+        # a small valid Qwen3-VL vision tower: 1 block of 16 heads of 64 (rotary over half of each
+        # head; 16 heads split evenly at every TP size up to 16), merger projecting to the text hidden
+        # size; 2304 = 48^2 position embeddings
         "vision_config": {
             "model_type": profile.model_type,
             "depth": 1,
-            "hidden_size": 128,
-            "num_heads": 2,
-            "intermediate_size": 256,
+            "hidden_size": 1024,
+            "num_heads": 16,
+            "intermediate_size": 2048,
             "hidden_act": "gelu_pytorch_tanh",
             "in_channels": 3,
             "patch_size": 16,

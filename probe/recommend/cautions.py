@@ -90,18 +90,24 @@ def predictions_and_reports(mine: list[EvidenceCell], best: Pair, req: Request) 
 
 
 def disagreeing_reports(
-    mine: list[EvidenceCell], best: Pair, relevant: list[EvidenceCell], req: Request
+    mine: list[EvidenceCell],
+    best: Pair,
+    relevant: list[EvidenceCell],
+    req: Request,
+    moe_here: str | None = None,
 ) -> list[str]:
-    """Field reports of a failure of the chosen backends, where measurements say they work."""
+    """Field reports of a failure of the chosen backends (``moe_here``: what ``auto`` resolves to), where
+    measurements say they work."""
     out: list[str] = []
     if not any(c.evidence == "measured" for c in best.cells):
         return out
+    moes = {best.moe, moe_here} - {None}
     for c in mine:
         same_attn = c.get("attention_backend") == best.attn and c.get("fa_version") in (None, best.fa)
         if (
             c.evidence == "reported"
             and c.failed
-            and (c.get("moe_backend") == best.moe or same_attn)
+            and (c.get("moe_backend") in moes or same_attn)
             and c in relevant
         ):
             out.append(

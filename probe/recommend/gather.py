@@ -64,8 +64,8 @@ def target_gpu(gpu: str | None, cells: list[EvidenceCell], paths: list[Path]) ->
     measured = sorted({c.get("gpu_sm") for c in cells if c.evidence == "measured" and c.get("gpu_sm")})
     if len(measured) == 1:
         sm = measured[0]
-        name = next((c.gpu_name for c in cells if c.get("gpu_sm") == sm and c.gpu_name), None)
-        return sm, name or parse_target(str(sm)).names[0]
+        names = sorted({c.gpu_name for c in cells if c.get("gpu_sm") == sm and c.gpu_name})
+        return sm, " / ".join(names) or parse_target(str(sm)).names[0]
     if measured:
         raise OptionError(
             "gpu",

@@ -122,17 +122,27 @@ _CHOOSING = (
 )
 
 
-def report_workarounds(best: Pair, req: Request, features: dict[str, Any], files: list[str] | None) -> Needs:
+def report_workarounds(
+    best: Pair,
+    req: Request,
+    features: dict[str, Any],
+    files: list[str] | None,
+    resolved: dict[str, str | None] | None = None,
+) -> Needs:
     """Flags and environment that field reports in range give for the chosen backends on this GPU
     (a failure the answer keeps its backend despite — measured working here — or a degraded run):
-    each added to the answer with the report's link."""
+    each added to the answer with the report's link. ``auto`` counts as what it resolves to here."""
     from probe.reports.base import load_reports, workarounds_for
 
     lines: list[str] = []
     env: dict[str, str] = {}
     flags: list[str] = []
     pool = load_reports(files or None, frozenset({req.sm}), check=False)
-    chosen = [(best.moe, "moe"), (best.attn, "attention")]
+    picked = {k: (v or "").split(" (FA")[0] or None for k, v in (resolved or {}).items()}
+    chosen = [
+        (picked.get("moe") if best.moe == "auto" else best.moe, "moe"),
+        (picked.get("attention") if best.attn == "auto" else best.attn, "attention"),
+    ]
     for backend, kind in chosen:
         if not backend:
             continue

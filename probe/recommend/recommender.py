@@ -47,9 +47,12 @@ def model_profile(model: str, quant: str | None) -> ModelProfile:
     return replace(prof, quant=quant or named_quant or prof.quant)
 
 
-def _engine_pairs(rel: select.Relevant, req: Request, basis: str, warnings: list[str]) -> list[Pair]:
-    """Engine runs of this model that worked (minus failed ones); with ``--tp N`` > 1, runs at TP=N
-    first, else the single-GPU runs (TP emulated, said in a warning)."""
+def _engine_pairs(
+    rel: select.Relevant, req: Request, basis: str, warnings: list[str], gpu_name: str
+) -> list[Pair]:
+    """Engine runs of this model that worked (minus failed ones); with ``--tp N`` > 1, runs at TP=N first
+    (with ``--ep``, those with expert parallelism), else the single-GPU runs (said in a warning). Speeds
+    are compared within one GPU: scores of runs on another GPU name than the answer's are dropped."""
     failed = select.failed_pair_keys(rel.engine, basis)
     pairs = [
         p
@@ -58,13 +61,27 @@ def _engine_pairs(rel: select.Relevant, req: Request, basis: str, warnings: list
     ]
     if req.tp and req.tp > 1 and basis == "measured":
         at_tp = [p for p in pairs if p.cells[0].get("tp") == req.tp]
-        if at_tp:
-            return at_tp
+        if not at_tp:
+            warnings.append(
+                f"no TP={req.tp} engine run of {req.name} on sm_{req.sm}: the answer is emulated from "
+                f"single-GPU evidence (MoE kernels at I/{req.tp} per shard, attention per GPU)"
+            )
+        else:
+            pairs = _expert_parallel(at_tp, req, warnings)
+    return select.one_gpu_scores(pairs, gpu_name)
+
+
+def _expert_parallel(pairs: list[Pair], req: Request, warnings: list[str]) -> list[Pair]:
+    """Of the runs at the asked TP, those with (``--ep``) or without expert parallelism, when there are."""
+    ep = [p for p in pairs if (p.cells[0].get("params") or {}).get("enable_expert_parallel")]
+    if not req.deploy.ep:
+        return [p for p in pairs if p not in ep] or pairs
+    if not ep:
         warnings.append(
-            f"no TP={req.tp} engine run of {req.name} on sm_{req.sm}: the answer is emulated from "
-            f"single-GPU evidence (MoE kernels at I/{req.tp} per shard, attention per GPU)"
+            f"no TP={req.tp} + expert-parallel engine run of {req.name} on sm_{req.sm}: the answer comes "
+            f"from TP={req.tp} runs without expert parallelism"
         )
-    return pairs
+    return ep or pairs
 
 
 def _gpu_count_warnings(best: Pair, req: Request) -> list[str]:
@@ -118,7 +135,9 @@ def _answer(
     chosen = explain.chosen_choices(best, ladder.moe, ladder.attn)
     halves = explain.halves_basis(best, chosen)
     warnings += flag_warnings + cautions.predictions_and_reports(mine, best, req)
-    warnings += cautions.disagreeing_reports(mine, best, ladder.ruled, req)
+    picks = _auto_picks(req, mine)
+    res = explain.resolved(best, picks)
+    warnings += cautions.disagreeing_reports(mine, best, ladder.ruled, req, res.get("moe"))
     warnings += (
         cautions.other_model_reports(mine, best, req)
         + cautions.degraded(best)
@@ -126,15 +145,13 @@ def _answer(
     )
     ruled_out = explain.ruled_out_backends(ladder.ruled, _chosen_keys(best), req)
     roles = {"moe": best.moe, "attention": best.attn}
-    picks = _auto_picks(req, mine)
     need = needs.needs(best, req, mine, ctx.family, ctx.scanned)
-    fix = needs.report_workarounds(best, req, report_match.request_features(req), ctx.report_files)
+    fix = needs.report_workarounds(best, req, report_match.request_features(req), ctx.report_files, res)
     env = {**env, **fix.env}
     warnings += explain.departures(picks, roles, ruled_out, _rank_reasons(pairs, picks, prefs))
     for role, h in halves.items():
         if picks.get(role) and picks[role] == h["backend"]:
             h["text"] += "; " + _own_pick_words(req.vllm, ctx.checks)
-    res = explain.resolved(best, picks)
     served = args + deployment_flags(req.tp, req.deploy) + engine_arg_flags({**best.args, **need.engine_args})
     return replace(
         base,
@@ -369,7 +386,7 @@ def _recommend(
     attn = halves.half(rel, mine, req, "attention", cat)
     ruled = [c for h in (moe, attn) if h is not None for c in h.ruled_out]
     ruled = unique_cells(ruled + [c for c in rel.all if c.failed and c.evidence != "predicted"])
-    pairs = _engine_pairs(rel, req, basis, warnings)
+    pairs = _engine_pairs(rel, req, basis, warnings, got.gpu_name)
     if pairs:  # an end-to-end run answers both halves; what the halves ruled out is still said
         return _answer(base, req, ctx, _Ladder(None, None, ruled), pairs, warnings)
     ladder = _Ladder(moe, attn, ruled)

@@ -228,6 +228,19 @@ def engine_pairs(engine: list[EvidenceCell], req: Request, basis: str) -> list[P
     return pairs
 
 
+def one_gpu_scores(pairs: list[Pair], gpu_name: str) -> list[Pair]:
+    """Pairs whose speeds may be compared: the scores of runs on the answer's GPU (else on the GPU with
+    the most scored runs); runs on another GPU of the same compute capability keep no score."""
+    from collections import Counter
+    from dataclasses import replace
+
+    names = Counter(p.cells[0].gpu_name for p in pairs if p.score is not None)
+    if not names or len(names) == 1:
+        return pairs
+    keep = gpu_name if gpu_name in names else names.most_common(1)[0][0]
+    return [p if p.score is None or p.cells[0].gpu_name == keep else replace(p, score=None) for p in pairs]
+
+
 def _kernel_pair(m: Choice | None, a: Choice, req: Request) -> Pair:
     score, higher, metric = None, False, KERNEL_METRIC
     if (m is None or m.ms is not None) and a.ms is not None:

@@ -159,8 +159,23 @@ def plan_cells(
     for s in ordered:
         seconds, basis = est.of(s)
         jit = f"waits for {needs[s.id]}" if s.id in needs else compiles_itself(s)
-        out.append(PlannedCell(s, tiers[s.id], seconds, basis, jit, reasons.get(s.id)))
+        out.append(PlannedCell(multi_gpu_deadline(s, seconds, basis), tiers[s.id], seconds, basis, jit,
+                               reasons.get(s.id)))  # fmt: skip
     return tuple(out)
+
+
+#: a multi-GPU engine's limit from history: this many times what it took, within these bounds (s)
+DEADLINE_FACTOR, DEADLINE_MIN_S = 4.0, 300.0
+
+
+def multi_gpu_deadline(spec: CellSpec, seconds: float, basis: str) -> CellSpec:
+    """A tensor-parallel engine cell's limit from measured history (4x its estimate, at least 5 min, never
+    above its own): a rank that hangs stops the cell, and every rank with it, in minutes, not at 15."""
+    tp = spec.params.get("tensor_parallel_size") or 1
+    if spec.kind.value != "engine" or tp <= 1 or basis == "default":
+        return spec
+    limit = min(spec.timeout_s, max(DEADLINE_MIN_S, DEADLINE_FACTOR * seconds))
+    return spec if limit >= spec.timeout_s else spec.model_copy(update={"timeout_s": round(limit, 1)})
 
 
 def make_plan(

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import subprocess
 import sys
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 CACHE = Path(os.environ.get("PROBE_TESTS_CACHE", Path.home() / ".cache" / "probe-tests"))
@@ -35,10 +38,26 @@ KNOWN: dict[str, tuple[str, list[str], str]] = {
 }
 
 
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """One test process at a time fills ``folder`` (pytest-xdist workers share the cache)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / ".lock").open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def wheel(name: str) -> Path:
     """The cached wheel, downloaded with pip on first use (raises RuntimeError when pip fails)."""
+    with _locked(WHEELS):
+        return _wheel(name)
+
+
+def _wheel(name: str) -> Path:
     req, opts, prefix = KNOWN[name]
-    WHEELS.mkdir(parents=True, exist_ok=True)
     found = sorted(WHEELS.glob(f"{prefix}*.whl"))
     if found:
         return found[0]
@@ -64,6 +83,11 @@ def wheel(name: str) -> Path:
 def unpacked(whl: Path, members: str | None = None) -> Path:
     """The wheel unpacked once under ~/.cache/probe-tests/unpacked/<wheel stem>/ (only members
     ending in ``members`` when given, e.g. '.so')."""
+    with _locked(UNPACKED):
+        return _unpacked(whl, members)
+
+
+def _unpacked(whl: Path, members: str | None) -> Path:
     dest = UNPACKED / whl.stem
     marker = dest / f".complete{members or ''}"
     if marker.exists():

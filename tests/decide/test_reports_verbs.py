@@ -171,8 +171,9 @@ def test_a_reports_workaround_joins_the_answer_for_its_backend(probe_cli, tmp_pa
     """A field report of a failure of a backend measured working here: the measurement keeps the
     backend, the answer shows both (the report's warning) and carries its workaround (environment,
     flags — never another backend, which is the ranking's business) with the link."""
-    base = ["recommend", "--model", "35b", "--gpu", "sm_90", "--json"]  # marlin measured at its shape
-    assert json.loads(probe_cli(*base).stdout)["moe_backend"] == "marlin"
+    base = ["recommend", "--model", "35b", "--gpu", "sm_90", "--json"]  # auto: marlin here, measured
+    first = json.loads(probe_cli(*base).stdout)
+    assert (first["moe_backend"], first["moe_backend_resolved"]) == ("auto", "marlin")
     site = _user_report(
         tmp_path,
         gpus=[90],
@@ -182,11 +183,11 @@ def test_a_reports_workaround_joins_the_answer_for_its_backend(probe_cli, tmp_pa
         workaround={"env": {"VLLM_MARLIN_USE_ATOMIC_ADD": "1"}, "flags": ["--enforce-eager"]},
     )
     out = json.loads(probe_cli(*base, "--reports", str(site)).stdout)
-    assert out["moe_backend"] == "marlin"
+    assert out["moe_backend_resolved"] == "marlin"
     assert out["env"].get("VLLM_MARLIN_USE_ATOMIC_ADD") == "1" and "--enforce-eager" in out["flags"]
     assert any("https://github.com/example/project/issues/9" in n for n in out["needs"])
     assert any("marlin" in w and "field report" in w for w in out["warnings"])  # shown, not silent
     switch = _user_report(tmp_path, gpus=[90], backend="marlin", outcome="crashed", symptom="died",
                           workaround={"flags": ["--moe-backend", "triton"]})  # fmt: skip
     out = json.loads(probe_cli(*base, "--reports", str(switch)).stdout)
-    assert out["flags"].count("--moe-backend") == 1 and out["moe_backend"] == "marlin"
+    assert out["flags"].count("--moe-backend") == 1 and out["moe_backend_resolved"] == "marlin"

@@ -88,7 +88,9 @@ def test_engine_tp_option_checked() -> None:
 def test_engine_tp_flag() -> None:
     assert engine_tp_sizes("auto", None) == (1,)
     assert engine_tp_sizes("auto", 1) == (1,)
-    assert engine_tp_sizes("auto", 8) == (1, 2)
+    assert engine_tp_sizes("auto", 2) == (1, 2)
+    assert engine_tp_sizes("auto", 4) == (1, 2, 4)
+    assert engine_tp_sizes("auto", 8) == (1, 2, 4, 8)
     assert engine_tp_sizes("1,2", 0) == (1, 2)
     parser = argparse.ArgumentParser()
     add_plan_arguments(parser)

@@ -238,3 +238,28 @@ def test_synthetic_config_keeps_every_layer_kind():
     ] == [128, 128]
     with pytest.raises(UsageError):
         synthetic_hf_config(resolve_model("122b"), quant="int3")
+
+
+def test_a_reduced_config_splits_wherever_the_model_does():
+    """397b at TP 4 failed with "2 is not divisible by 4" in the vision tower of probe's own reduced
+    config; every catalog profile's reduced config now splits at TP 2/4/8, and a reduction that would not
+    is named as probe's (never as vLLM refusing the set-up)."""
+    from probe.catalog.models import load_profiles
+    from probe.probes.hf_config import reduction_problems, synthetic_hf_config
+
+    for prof in load_profiles():
+        cfg = synthetic_hf_config(prof, num_layers=2)
+        real = {
+            "num_attention_heads": prof.num_attention_heads,
+            "num_key_value_heads": prof.num_key_value_heads,
+        }
+        for tp in (2, 4, 8):
+            if prof.num_attention_heads % tp == 0:
+                assert reduction_problems(cfg, real, tp) == [], (prof.name, tp)
+    shrunk = {"text_config": {"num_attention_heads": 32}, "vision_config": {"num_heads": 2}}
+    assert reduction_problems(shrunk, {"num_attention_heads": 32}, 4) == [
+        "vision_config.num_heads=2 is not divisible by TP 4"
+    ]
+    assert (
+        reduction_problems({"num_attention_heads": 6}, {"num_attention_heads": 6}, 4) == []
+    )  # the model's own

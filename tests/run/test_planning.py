@@ -77,3 +77,15 @@ def test_estimates_come_from_the_published_history(monkeypatch, tmp_path):
         "enable_expert_parallel": True,
     }
     assert group_of("engine", par) == "engine/auto+auto/tp=2/ep"
+
+
+def test_a_multi_gpu_engine_gets_its_deadline_from_history():
+    from probe.run.planning import multi_gpu_deadline
+
+    tp2 = cell("e", "engine", moe_backend="auto", attention_backend="auto", tensor_parallel_size=2)
+    tp2 = tp2.model_copy(update={"timeout_s": 900.0})
+    assert multi_gpu_deadline(tp2, 120.0, "history").timeout_s == 480.0
+    assert multi_gpu_deadline(tp2, 30.0, "history group").timeout_s == 300.0  # never under 5 min
+    assert multi_gpu_deadline(tp2, 120.0, "default").timeout_s == 900.0  # no history: its own limit
+    one = cell("f", "engine", moe_backend="auto", attention_backend="auto")
+    assert multi_gpu_deadline(one, 10.0, "history") is one

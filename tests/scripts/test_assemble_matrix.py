@@ -146,8 +146,11 @@ def rebuild_commands(page: Path) -> str:
     return found.group(1)
 
 
+PUBLISHED = sorted(p.name.removesuffix(".provenance.md") for p in MEASURED.glob("*.provenance.md"))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("stem", ["nvidia-h100-sm90-vllm-0.26.0", "nvidia-h200-sm90-vllm-0.26.0"])
+@pytest.mark.parametrize("stem", PUBLISHED)
 def test_published_matrix_is_rebuilt_byte_for_byte(tmp_path: Path, stem: str):
     published = MEASURED / f"{stem}.json"
     script = rebuild_commands(MEASURED / f"{stem}.provenance.md")
