@@ -99,11 +99,12 @@ def normalise(d: dict[str, Any]) -> dict[str, Any]:
         versions=_versions(d, notes),
         introduced_in=_pin(d, "introduced_in", notes),
         fixed_in=_pin(d, "fixed_in", notes),
+        last_affected=_pin(d, "last_affected", notes),
         works_with=[vocab.normal_name(w) for w in d.get("works_with", [])],
     )
     out["versions_text"] = _versions_text(d, notes)
     out["seen_in"] = seen_in(d, out["versions"], out["versions_text"])
-    if "model_specific" not in d:
+    if d.get("model_specific") is None:  # left out or null: the outcome's default (docs/reports.md)
         out["model_specific"] = d["outcome"] not in vocab.GENERAL_OUTCOMES and d["outcome"] != "ok"
     if out.get("workaround") is not None and not any(out["workaround"].values()):
         out["workaround"] = None

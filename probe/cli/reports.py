@@ -6,6 +6,7 @@ Examples:
   probe reports --gpu sm_120 --backend cutlass --vllm 0.33.0
   probe reports --kind attention --gpu B200 --json
   probe reports --coverage --format md            (GPU x backend family: number of reports; README)
+  probe reports --format osv > base.osv.json      (the base as OSV records; --reports reads them back)
   probe reports --from-run matrix.json -o site-reports.json --url https://ci.example/run/42
 With --vllm (and --flashinfer / --torch), only the reports whose version range includes those versions
 are listed: a report fixed in an older release is left out; an open one seen only on older versions is
@@ -32,7 +33,13 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reports", action="append", metavar="FILE", help="extra report file (repeatable)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--coverage", action="store_true", help="the coverage table instead of the list")
-    p.add_argument("--format", choices=("text", "md"), default="text", help="--coverage: text or Markdown")
+    p.add_argument(
+        "--format",
+        choices=("text", "md", "osv"),
+        default="text",
+        help="--coverage: text or Markdown; osv: the reports that apply as OSV JSON records (with the GPU, "
+        "backend, quant and conditions in database_specific; --reports reads such a file back)",
+    )
     p.add_argument(
         "--from-run", metavar="RUN", help="export a matrix / fleet / journal's failures as reports"
     )
@@ -54,6 +61,10 @@ def _from_run(args: argparse.Namespace) -> int:
     from probe.catalog.gpus import parse_target
     from probe.decide.report_entries import append_entries, entries_from_run
 
+    if args.out:
+        from probe.cli.flags import output_file
+
+        output_file(args.out, "-o")  # a regular file or a new one, in a folder that exists
     sm = parse_target(args.gpu).sm if args.gpu else None
     versions = {
         k: v for k, v in (("vllm", args.vllm), ("flashinfer", args.flashinfer), ("torch", args.torch)) if v
@@ -94,7 +105,12 @@ def execute(args: argparse.Namespace) -> int:
         status = version_status(r, asked) if asked else None
         if status is None or status.applies:
             items += [Listed(g, r, status) for g in r.gpus if sm is None or g == sm]
-    if args.json:
+    if args.format == "osv":
+        from probe.reports.osv import osv_document
+
+        unique = list({id(i.report): i.report for i in items}.values())  # a report once, not per GPU
+        print(json.dumps(osv_document(unique), indent=1))
+    elif args.json:
         print(json.dumps(as_json(items), indent=1))
     else:
         print(render_text(items, ", ".join(f"{k} {v}" for k, v in asked.items()) or None), end="")

@@ -144,7 +144,11 @@ def bind(mine: list[EvidenceCell], req: Request, image: Image | None) -> list[Ev
             lacked = None if here else missing_package(c)
             if lacked is not None:
                 c = replace(c, lacked=lacked)
-        elif c.evidence == "reported" and c.get("outcome") == "import_error":
-            c = replace(c, lacked=missing_package(c) or "?")  # that image's packaging, not the backend
+        elif c.evidence == "reported":
+            from probe.recommend.report_match import is_model
+
+            c = replace(c, cell={**c.cell, "this_model": is_model(req, c.get("model"))})
+            if c.get("outcome") == "import_error":
+                c = replace(c, lacked=missing_package(c) or "?")  # that image's packaging, not the backend
         out.append(c)
     return [c for c in out if not other_build_without_kernels(out, req, c)]

@@ -54,6 +54,8 @@ def request_features(req: Request) -> dict[str, Any]:
         "kv_cache_dtype": req.deploy.kv_cache_dtype,
         "ep": req.deploy.ep,
         "dp": req.deploy.dp,
+        "cuda_graphs": not req.deploy.enforce_eager,
+        "tp": req.tp or 1,
         **_speculative(req.deploy.speculative),
     }
 

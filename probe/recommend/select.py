@@ -297,11 +297,19 @@ def _role(c: EvidenceCell) -> str:
     return "attention" if c.kind == "attention" else "moe"
 
 
+def ranking_weight(c: EvidenceCell) -> int:
+    """A cell's evidence rank for ranking pairs: a field report that a backend works on another model
+    weighs no more than vLLM's own check (it must not displace vLLM's pick on its own)."""
+    if c.evidence == "reported" and c.ok and c.get("this_model") is False:
+        return EVIDENCE_RANK["predicted"]
+    return EVIDENCE_RANK[c.evidence]
+
+
 def pair_rank(p: Pair, prefs: Preferences) -> PairRank:
     per_role: dict[str, int] = {}
     for c in p.cells:
-        per_role[_role(c)] = max(per_role.get(_role(c), 0), EVIDENCE_RANK[c.evidence])
-    best_cells = [c for c in p.cells if EVIDENCE_RANK[c.evidence] >= per_role[_role(c)]]
+        per_role[_role(c)] = max(per_role.get(_role(c), 0), ranking_weight(c))
+    best_cells = [c for c in p.cells if ranking_weight(c) >= per_role[_role(c)]]
     s = p.score if p.score is not None else 0.0
     # only a run (measured here, or in a field report) that was degraded counts against a pair; a
     # prediction that a backend compiles at first use is a fact of the image, said in the answer,

@@ -92,7 +92,8 @@ def engine_arg_flags(engine_args: dict[str, Any]) -> list[str]:
 
 def deployment_flags(tp: int | None, deploy: Any) -> list[str]:
     """The set-up asked for, as vLLM's serve flags: tensor / data / expert parallelism, the KV-cache
-    dtype, the speculative-decoding method (``deploy``: :class:`probe.recommend.types.Deployment`)."""
+    dtype, the speculative-decoding method, eager mode (``deploy``:
+    :class:`probe.recommend.types.Deployment`)."""
     import json
 
     out: list[str] = []
@@ -106,4 +107,6 @@ def deployment_flags(tp: int | None, deploy: Any) -> list[str]:
         out += ["--kv-cache-dtype", deploy.kv_cache_dtype]
     if deploy.speculative:
         out += ["--speculative-config", json.dumps({"method": deploy.speculative})]
+    if deploy.enforce_eager:
+        out.append("--enforce-eager")
     return out

@@ -125,6 +125,7 @@ class Deployment:
     ep: bool = False  # --enable-expert-parallel
     dp: int = 1  # --data-parallel-size
     speculative: str | None = None  # the --speculative-config method (mtp, eagle3, ngram …)
+    enforce_eager: bool = False  # --enforce-eager: no CUDA graphs
 
     @property
     def default(self) -> bool:

@@ -25,6 +25,7 @@ from probe.catalog import datafiles
 from probe.catalog.names import model_key
 from probe.errors import BadInputError, DataFileError
 from probe.reports import vocab
+from probe.reports.osv import from_osv, is_osv
 from probe.reports.ranges import VersionStatus, version_status
 from probe.reports.record import PACKAGED, Report, Workaround, report_from_dict
 
@@ -81,8 +82,11 @@ def read_report_file(path: str | os.PathLike[str]) -> tuple[Report, ...]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadInputError(f"{p}: not a JSON report file ({exc})") from exc
     try:
+        if is_osv(doc):  # an OSV export of probe's reports (``probe reports --format osv``)
+            records = doc if isinstance(doc, list) else [doc]
+            return tuple(from_osv(rec, str(p)) for rec in records)
         return reports_from_document(doc, str(p))
-    except ValueError as exc:
+    except (ValueError, KeyError, TypeError) as exc:
         raise BadInputError(f"{p}: invalid report file: {exc}") from exc
 
 
@@ -134,10 +138,12 @@ def value_fits(wanted: Any, given: Any) -> bool:
 def features_fit(wanted: Mapping[str, Any], given: Mapping[str, Any]) -> bool:
     """A report's features hold for a set-up: each model fact it names matches (unknown facts do
     not rule it out), each setting it needs is turned on (a setting not given is at vLLM's default),
-    the reporter's set-up (TP, CUDA graphs, …) is not a condition."""
+    the reporter's set-up (TP, prefix caching, …) is not a condition — unless written as a bound
+    (``tp: ">1"``: it needs tensor parallelism)."""
     for name, value in wanted.items():
         role = vocab.FEATURES[name][0]
-        if role == "setup" or (role == "model" and name not in given):
+        bound = isinstance(value, str) and vocab.BOUND.match(value) is not None
+        if (role == "setup" and not (bound and name in given)) or (role == "model" and name not in given):
             continue
         have = given.get(name, vocab.SETTING_DEFAULTS.get(name))
         if not value_fits(value, have):

@@ -3,7 +3,8 @@
 A report applies only inside its range. Per package the asked side knows (vLLM, FlashInfer, torch,
 CUDA, …) and the report speaks of:
 
-* before ``introduced_in``, or at / after ``fixed_in`` (a release): it does not apply;
+* before ``introduced_in``, or at / after ``fixed_in`` (a release), or after ``last_affected``: it does
+  not apply;
 * below ``fixed_in``, or at or below the newest version it was seen on: it applies (``in_range``);
 * newer than every version it was seen on: an open report (``open_as_of``) still applies, flagged
   "seen up to X, open as of DATE" (``newer_than_seen``: nobody has said it was fixed); a report fixed
@@ -78,12 +79,14 @@ def _per_package(r: Report, pkg: str, asked: str) -> str | None:
     a = version_key(asked)
     if a is None:
         return None
-    intro, fixed = r.introduced_in.get(pkg), r.fixed_in.get(pkg)
+    intro, fixed, last = r.introduced_in.get(pkg), r.fixed_in.get(pkg), r.last_affected.get(pkg)
     seen = [k for k in (version_key(v) for v in r.versions.get(pkg, ())) if k is not None]
     if intro and a < (version_key(intro) or a):
         return "before"
     if fixed:
         return "fixed" if a >= (version_key(fixed) or a) else "in_range"
+    if last:
+        return "after_last" if a > (version_key(last) or a) else "in_range"
     if seen:
         return "in_range" if a <= max(seen) else "newer"
     return None
@@ -101,6 +104,11 @@ def version_status(r: Report, asked: Mapping[str, str | None]) -> VersionStatus:
             )
         if s == "fixed":
             return VersionStatus("fixed", f"{fix_text(r)}; you have {label(pkg)} {asked[pkg]}")
+        if s == "after_last":
+            return VersionStatus(
+                "after_last_affected",
+                f"last affected: {label(pkg)} {r.last_affected[pkg]}; you have {asked[pkg]}",
+            )
     still = f", open as of {r.open_as_of}" if r.open_as_of else ""
     if "vllm" in states:  # vLLM's version decides between in range and newer than seen
         states = {"vllm": states["vllm"]}

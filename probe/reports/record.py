@@ -50,6 +50,7 @@ class Report:
     versions_text: str | None = None
     introduced_in: dict[str, str] = field(default_factory=dict)
     fixed_in: dict[str, str] = field(default_factory=dict)
+    last_affected: dict[str, str] = field(default_factory=dict)  # the last release known affected (OSV)
     open_as_of: str | None = None
     workaround: Workaround | None = None
     works_with: tuple[str, ...] = ()
@@ -113,6 +114,7 @@ def report_from_dict(d: Mapping[str, Any], origin: str = PACKAGED) -> Report:
     kw["versions"] = {k: tuple(v) for k, v in (d.get("versions") or {}).items()}
     kw["introduced_in"] = dict(d.get("introduced_in") or {})
     kw["fixed_in"] = dict(d.get("fixed_in") or {})
+    kw["last_affected"] = dict(d.get("last_affected") or {})
     kw["workaround"] = (
         Workaround(tuple(w.get("flags") or ()), dict(w.get("env") or {}), w.get("note")) if w else None
     )

@@ -58,6 +58,9 @@ class ReportModel(BaseModel):
     versions_text: str | None = Field(default=None, description="versions not exact enough for a range")
     introduced_in: dict[str, str] | None = None
     fixed_in: dict[str, str] | None = Field(default=None, description="first release with the fix, and/or pr")
+    last_affected: dict[str, str] | None = Field(
+        default=None, description="the last release known affected, per package (OSV's last_affected)"
+    )
     open_as_of: str | None = Field(default=None, description="date it was still unfixed (failures not fixed)")
     outcome: Outcome
     symptom: str

@@ -147,7 +147,7 @@ def _feature_problems(d: dict[str, Any]) -> list[str]:
 
 
 def _pin_problems(name: str, pin: Any) -> list[str]:
-    """``introduced_in`` / ``fixed_in``: {package: exact version, "pr": URL}."""
+    """``introduced_in`` / ``fixed_in`` / ``last_affected``: {package: exact version, "pr": URL}."""
     if pin is None:
         return []
     if not isinstance(pin, dict) or not pin:
@@ -184,6 +184,12 @@ def _version_problems(d: dict[str, Any]) -> list[str]:
         out.append("'versions_text' must be one line")
     out += _pin_problems("introduced_in", d.get("introduced_in"))
     out += _pin_problems("fixed_in", d.get("fixed_in"))
+    out += _pin_problems("last_affected", d.get("last_affected"))
+    both = set(d.get("last_affected") or {}) & set(d.get("fixed_in") or {}) - {"pr"}
+    if both:  # OSV: a range ends either at its fix or at its last affected release
+        out.append(f"last_affected and fixed_in both name {', '.join(sorted(both))}")
+    if "pr" in (d.get("last_affected") or {}):
+        out.append("last_affected names releases only (a fix PR belongs in fixed_in)")
     return out or _range_problems(d)
 
 
@@ -194,10 +200,15 @@ def _range_problems(d: dict[str, Any]) -> list[str]:
     for name, pin, later in (
         ("fixed_in", d.get("fixed_in"), True),
         ("introduced_in", d.get("introduced_in"), False),
+        ("last_affected", d.get("last_affected"), None),
     ):
         for pkg, v in (pin or {}).items():
             keys = [k for s in seen.get(pkg, []) if (k := version_key(s)) is not None] if pkg != "pr" else []
             bound = version_key(v) if pkg != "pr" else None
+            if later is None:  # last affected: at or after every version it was seen on
+                if bound is not None and keys and max(keys) > bound:
+                    out.append(f"{name}.{pkg} {v} is before a version it was seen on")
+                continue
             if bound is not None and keys and (min(keys) < bound if not later else max(keys) >= bound):
                 out.append(
                     f"{name}.{pkg} {v} is {'not after' if later else 'after'} a version it was seen on"

@@ -20,8 +20,8 @@ from probe.versions import version_key
 FIELDS = (
     "id", "source", "also", "citation", "date", "seen_in", "gpus", "gpu_names", "kind", "backend",
     "fa_version", "quant", "features", "models", "model_specific", "versions", "versions_text",
-    "introduced_in", "fixed_in", "open_as_of", "outcome", "symptom", "root_cause", "workaround",
-    "works_with", "log_line", "checked", "phase", "exit_code", "shape", "timings",
+    "introduced_in", "fixed_in", "last_affected", "open_as_of", "outcome", "symptom", "root_cause",
+    "workaround", "works_with", "log_line", "checked", "phase", "exit_code", "shape", "timings",
 )  # fmt: skip
 
 KINDS = ("moe", "attention", "engine", "gemm", "sampler", "comm", "compile", "other")
@@ -110,11 +110,12 @@ FEATURES: dict[str, tuple[str, type]] = {
     "dcp": ("setting", int),
     "lora": ("setting", bool),
     "dtype": ("setting", str),
-    "tp": ("setup", int),
+    "tp": ("setup", int),  # the reporter's set-up; a bound (">1") is a condition: it needs TP above 1
     "num_speculative_tokens": ("setup", int),
     "trtllm_attention": ("setup", bool),
     "cascade_attention": ("setup", bool),
-    "cuda_graphs": ("setup", bool),
+    "cuda_graphs": ("setting", bool),  # False: eager mode (vLLM's --enforce-eager)
+    "autotune": ("setting", bool),  # FlashInfer's kernel autotuner (vLLM runs it at start-up)
     "prefix_caching": ("setup", bool),
     "chunked_prefill": ("setup", bool),
     "max_model_len": ("setup", int),
@@ -129,6 +130,8 @@ SETTING_DEFAULTS: dict[str, object] = {
     "dcp": 1,
     "lora": False,
     "dtype": "bf16",
+    "cuda_graphs": True,
+    "autotune": True,
 }
 #: model facts a speculative-decoding method adds to the deployment through its drafter: DFlash's
 #: block-diffusion drafter runs non-causal attention beside the causal target model
