@@ -37,21 +37,38 @@ def os_error(exc: OSError) -> str:
     return f"{exc.strerror or type(exc).__name__} (errno {exc.errno})"
 
 
-def _open_file(path: str) -> int:
+def _open_file(path: str, nofollow: bool = False) -> int:
     """Seam for tests (monkeypatch to simulate unreadable files)."""
-    return os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    return os.open(path, flags | (getattr(os, "O_NOFOLLOW", 0) if nofollow else 0))
 
 
-def scan_file(path: str, *, kernels: bool = False, package: str | None = None) -> FileRecord:
-    """Describe one file on disk (never raises for a bad or unreadable file)."""
+#: the record of a file that is not the one the walk judged (swapped while the scan ran)
+CHANGED = "replaced while the scan ran (not the file the walk found): not read"
+
+
+def scan_file(
+    path: str,
+    *,
+    kernels: bool = False,
+    package: str | None = None,
+    expect: tuple[int, int] | None = None,
+    nofollow: bool = False,
+) -> FileRecord:
+    """Describe one file on disk (never raises for a bad or unreadable file). ``expect``: the (device,
+    inode) the walk judged — another file found at ``path`` now is not read; ``nofollow``: the path
+    was no symlink then, and is opened without following one."""
     rec = FileRecord(path=path, package=package)
     try:
-        fd = _open_file(path)
+        fd = _open_file(path, nofollow)
     except OSError as exc:
-        rec.error = os_error(exc)
+        rec.error = CHANGED if nofollow and exc.errno == errno.ELOOP else os_error(exc)
         return rec
     try:
         st = os.fstat(fd)
+        if expect is not None and (st.st_dev, st.st_ino) != expect:
+            rec.error = CHANGED
+            return rec
         if not stat.S_ISREG(st.st_mode):
             what = file_kind(st.st_mode)
             rec.error = "is a directory" if what == "a folder" else f"{what}, not a regular file: not read"
@@ -123,9 +140,27 @@ def describe(reader: elf.Reader, rec: FileRecord, *, name: str, kernels: bool) -
         rec.error = str(exc)
 
 
+def _disjoint(sections: list[elf.Section], problems: list[str]) -> list[elf.Section]:
+    """The device sections that overlap none walked before them (the same bytes listed by several
+    sections would be walked, and their entries held, once per section)."""
+    kept: list[tuple[int, elf.Section]] = []
+    end = -1
+    for i, sec in sorted(enumerate(sections), key=lambda x: (x[1].offset, x[0])):
+        if sec.offset >= end:
+            kept.append((i, sec))
+            end = sec.offset + sec.size
+    if len(kept) < len(sections):
+        n = len(sections) - len(kept)
+        problems.append(f"{n:,} device section(s) overlap another: their bytes are not read again")
+    return [sec for _i, sec in sorted(kept, key=lambda x: x[0])]
+
+
 def _describe_host_elf(reader: elf.Reader, rec: FileRecord, kernels: bool) -> None:
     problems: list[str] = []
-    for sec in elf.device_sections(reader):
+    for sec in _disjoint(elf.device_sections(reader), problems):
+        if len(rec.entries) > fatbin.MAX_ENTRIES:
+            problems.append(f"more than {fatbin.MAX_ENTRIES:,} entries in the file; stopped")
+            break
         res = fatbin.walk_region(
             reader,
             sec.offset,
@@ -228,7 +263,7 @@ def _describe_cubin(
         rec.error = f"kernels not read: the cubin is larger than the {size_text(MAX_HELD)} --kernels reads"
     elif kernels:
         try:
-            e.kernels = elf.cubin_kernels(reader.read(0, reader.size))
+            e.kernels = elf.cubin_kernels(reader.whole())  # (the buffer itself when in memory)
         except elf.ElfParseError as exc:
             e.kernels_error = str(exc)
     rec.entries.append(e)
@@ -264,7 +299,10 @@ def _describe_ptx(reader: elf.Reader, rec: FileRecord, kernels: bool) -> None:
         offset=0,
     )
     if kernels:
-        e.kernels = fatbin.ptx_kernels(text)
+        try:
+            e.kernels = fatbin.ptx_kernels(text)
+        except fatbin.FatbinParseError as exc:
+            e.kernels_error = str(exc)
     rec.entries.append(e)
     if kernels:
         rec.kernels = kernel_index(rec.entries)

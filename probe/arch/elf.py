@@ -21,12 +21,38 @@ from __future__ import annotations
 import functools
 import re
 import struct
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from probe.arch.bytesource import (
+    MAX_KERNEL_NAME,
+    MAX_KERNELS,
+    MAX_NAME_BYTES,
+    MAX_SECTION_NAME,
+    ElfParseError,
+    Reader,
+    ReadFn,
+    names_at,
+)
+
 if TYPE_CHECKING:
     from probe.arch.records import Suffix
+
+__all__ = [  # (Reader, ElfParseError, the name limits: from probe.arch.bytesource, kept importable here)
+    "MAX_KERNELS",
+    "MAX_KERNEL_NAME",
+    "MAX_NAME_BYTES",
+    "MAX_SECTION_NAME",
+    "ElfParseError",
+    "ReadFn",
+    "Reader",
+    "cubin_info",
+    "cubin_kernels",
+    "device_sections",
+    "names_at",
+    "parse_header",
+    "parse_sections",
+]
 
 ELF_MAGIC = b"\x7fELF"
 EM_CUDA = 190
@@ -41,48 +67,12 @@ STO_CUDA_ENTRY = 0x10
 
 DEVICE_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 
-MAX_SECTIONS = 1 << 20  # hard cap on the section count we accept
+MAX_SECTIONS = 1 << 18  # hard cap on the section count we accept (a cubin of 10,000 kernels: ~50,000)
 MAX_SMALL_SECTION = 1 << 20  # .nv.compat / .note.nv.tkinfo / .shstrtab larger than this: corrupt
 
 _EHDR64 = struct.Struct("<16sHHIQQQIHHHHHH")
 _SHDR64 = struct.Struct("<IIQQQQIIQQ")
 _SYM64 = struct.Struct("<IBBHQQ")
-
-
-class ElfParseError(ValueError):
-    """The input is not a well-formed (64-bit little-endian) ELF file, or is truncated."""
-
-
-#: ``read(offset, length) -> bytes``; may return fewer bytes than asked near the end of the data.
-ReadFn = Callable[[int, int], bytes]
-
-
-class Reader:
-    """Random-access reads over a file descriptor or an in-memory buffer; never reads ahead."""
-
-    def __init__(self, read: ReadFn, size: int) -> None:
-        self._read = read
-        self.size = size
-
-    @classmethod
-    def from_buffer(cls, buf: bytes | bytearray | memoryview) -> Reader:
-        mv = memoryview(buf)
-        return cls(lambda off, n: bytes(mv[off : off + n]), len(mv))
-
-    def read(self, offset: int, length: int) -> bytes:
-        """Exactly ``length`` bytes at ``offset`` or :class:`ElfParseError` (truncated)."""
-        if offset < 0 or length < 0 or offset + length > self.size:
-            raise ElfParseError(f"truncated: wants bytes {offset}..{offset + length} of {self.size}")
-        data = self._read(offset, length)
-        if len(data) != length:
-            raise ElfParseError(f"short read at offset {offset}: {len(data)} of {length} bytes")
-        return data
-
-    def read_upto(self, offset: int, length: int) -> bytes:
-        """Up to ``length`` bytes at ``offset`` (fewer at the end of the data)."""
-        if offset < 0 or offset >= self.size:
-            return b""
-        return self._read(offset, min(length, self.size - offset))
 
 
 @dataclass(frozen=True)
@@ -213,10 +203,10 @@ def parse_sections(reader: Reader, hdr: ElfHeader | None = None) -> list[Section
             if st[5] > MAX_SMALL_SECTION * 16:
                 raise ElfParseError(f"section name table too large ({st[5]} bytes)")
             names = reader.read(st[4], st[5])
+    named = names_at(names, 0, len(names), [r[0] for r in raw], MAX_SECTION_NAME, "section names")
     out: list[Section] = []
     for name_off, sh_type, sh_flags, sh_addr, sh_offset, sh_size, sh_link, sh_info, _align, sh_entsize in raw:
-        end = names.find(b"\0", name_off) if name_off < len(names) else -1
-        name = names[name_off:end].decode("latin-1") if end >= 0 else ""
+        name = named.get(name_off, "")
         if sh_type != SHT_NOBITS and sh_size and sh_offset + sh_size > reader.size:
             raise ElfParseError(
                 f"section {name or '?'} ({sh_size} bytes at {sh_offset}) extends past the "
@@ -352,7 +342,7 @@ def cubin_info(reader: Reader, hdr: ElfHeader | None = None) -> CubinInfo:
     return CubinInfo(sm, suffix, hdr.abi_version, hdr.e_type, hdr.e_flags, toolkit, ptxas_arch)
 
 
-def cubin_kernels(data: bytes) -> list[str]:
+def cubin_kernels(data: bytes | bytearray | memoryview) -> list[str]:
     """Mangled names of the kernel entry points of a cubin (``STT_FUNC`` symbols whose ``st_other``
     has ``STO_CUDA_ENTRY``, shown as ``ENTRY`` by ``cuobjdump -symbols``), in symbol-table order,
     without duplicates. pyelftools does not decode bit 0x10 of ``st_other`` (it keeps only the
@@ -364,23 +354,31 @@ def cubin_kernels(data: bytes) -> list[str]:
     sections = parse_sections(reader, hdr)
     names: list[str] = []
     seen: set[str] = set()
+    mv = memoryview(data)
     for sec in sections:
         if sec.type != SHT_SYMTAB or not sec.size:
             continue
         if sec.entsize not in (0, _SYM64.size) or not 0 < sec.link < len(sections):
             raise ElfParseError(f"bad symbol table {sec.name!r}")
         strtab = sections[sec.link]
-        strings = reader.read(strtab.offset, strtab.size) if strtab.has_bytes else b""
-        table = reader.read(sec.offset, sec.size - sec.size % _SYM64.size)
-        for off in range(0, len(table), _SYM64.size):
-            st_name, st_info, st_other, _shndx, _value, _size = _SYM64.unpack_from(table, off)
-            if st_info & 0xF != STT_FUNC or not st_other & STO_CUDA_ENTRY:
-                continue
-            end = strings.find(b"\0", st_name) if st_name < len(strings) else -1
-            if end <= st_name:
-                continue
-            name = strings[st_name:end].decode("utf-8", "replace")
-            if name not in seen:
+        # the tables are read in place (no copy of a 256 MiB cubin's sections), entry points first
+        table = mv[sec.offset : sec.offset + sec.size - sec.size % _SYM64.size]
+        wanted: list[int] = []
+        for st_name, st_info, st_other, _shndx, _value, _size in _SYM64.iter_unpack(table):
+            if st_info & 0xF == STT_FUNC and st_other & STO_CUDA_ENTRY:
+                if len(wanted) >= 2 * MAX_KERNELS:
+                    raise ElfParseError(f"more than {MAX_KERNELS:,} kernel entry points: not listed")
+                wanted.append(st_name)
+        if not strtab.has_bytes or not wanted:
+            continue
+        strings = data if not isinstance(data, memoryview) else reader.read(strtab.offset, strtab.size)
+        base = 0 if strings is not data else strtab.offset
+        found = names_at(strings, base, base + strtab.size, wanted, MAX_KERNEL_NAME, "symbol table")
+        for st_name in wanted:
+            name = found.get(st_name)
+            if name and name not in seen:
+                if len(names) >= MAX_KERNELS:
+                    raise ElfParseError(f"more than {MAX_KERNELS:,} kernel entry points: not listed")
                 seen.add(name)
                 names.append(name)
     return names

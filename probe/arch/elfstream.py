@@ -103,6 +103,9 @@ class ForwardReader:
             raise elf.ElfParseError(f"member ends early at {offset + len(data)} (truncated archive?)")
         return data
 
+    def view(self, offset: int, length: int) -> bytes:
+        return self.read(offset, length)
+
     def read_upto(self, offset: int, length: int) -> bytes:
         if offset >= self.size:
             return b""

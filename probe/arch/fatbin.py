@@ -15,7 +15,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from probe.arch.elf import ElfParseError, Reader
+from probe.arch.elf import MAX_KERNEL_NAME, MAX_KERNELS, ElfParseError, Reader
 from probe.arch.limits import MAX_HELD
 
 if TYPE_CHECKING:
@@ -47,8 +47,10 @@ FLAG_ZSTD = 0x8000
 FLAG_ARCH_SPECIFIC = 0x100000  # bit 20: "a"
 FLAG_FAMILY = 0x200000  # bit 21: "f"
 
-MAX_CONTAINERS = 1_000_000
-MAX_ENTRIES = 4_000_000
+#: per walk (a file's device sections together: see probe.arch.describe); real files: ~3,000
+#: containers, ~25,000 entries (libtorch_cuda.so); each entry costs ~1 KB until the report is written
+MAX_CONTAINERS = 100_000
+MAX_ENTRIES = 100_000
 MAX_ENTRY_HEADER = 1 << 16
 MAX_NESTED = 4096
 MAX_PAYLOAD = MAX_HELD  # refuse to read or decompress a payload beyond this
@@ -59,7 +61,7 @@ class FatbinParseError(ValueError):
     """A fatbin payload could not be read or decompressed."""
 
 
-@dataclass
+@dataclass(slots=True)
 class RawEntry:
     """One entry of a fatbin container, as its header describes it."""
 
@@ -173,7 +175,8 @@ def walk_region(
             res.spans.append((off, cend - off))
             _walk_entries(reader, off + hsize, cend, section, index, res)
             if len(res.entries) > MAX_ENTRIES:
-                res.problems.append(f"{section}: more than {MAX_ENTRIES} entries; stopped")
+                del res.entries[MAX_ENTRIES:]
+                res.problems.append(f"{section}: more than {MAX_ENTRIES:,} entries; stopped")
                 break
             off = max(cend, off + 16)
     except ElfParseError as exc:
@@ -183,7 +186,7 @@ def walk_region(
 
 
 def _walk_entries(reader: Reader, off: int, cend: int, section: str, container: int, res: WalkResult) -> None:
-    while off + _ENTRY.size <= cend:
+    while off + _ENTRY.size <= cend and len(res.entries) <= MAX_ENTRIES:
         (
             kind,
             _ver,
@@ -296,7 +299,7 @@ def _nested(reader: Reader, off: int, hsize: int, outer: RawEntry, res: WalkResu
 # payloads
 
 
-def payload(reader: Reader, entry: RawEntry) -> bytes:
+def payload(reader: Reader, entry: RawEntry) -> bytes | memoryview:
     """The entry's payload, decompressed (PTX text keeps its NUL padding stripped)."""
     if entry.nested or not entry.payload_length:
         raise FatbinParseError("entry has no separately stored payload")
@@ -305,13 +308,15 @@ def payload(reader: Reader, entry: RawEntry) -> bytes:
             f"payload of {entry.payload_length} bytes: more than {MAX_PAYLOAD} read per entry"
         )
     try:
-        raw = reader.read(entry.payload_offset, entry.payload_length)
+        raw = reader.view(entry.payload_offset, entry.payload_length)  # (no copy of a held member)
     except ElfParseError as exc:
         raise FatbinParseError(str(exc)) from None
     return decompress(raw, entry.compression, entry.uncompressed_size)
 
 
-def decompress(raw: bytes, compression: str | None, uncompressed_size: int) -> bytes:
+def decompress(
+    raw: bytes | memoryview, compression: str | None, uncompressed_size: int
+) -> bytes | memoryview:
     if compression is None:
         return raw
     if uncompressed_size <= 0 or uncompressed_size > min(MAX_PAYLOAD, MAX_RATIO * len(raw) + (1 << 20)):
@@ -335,11 +340,17 @@ def decompress(raw: bytes, compression: str | None, uncompressed_size: int) -> b
 _PTX_ENTRY = re.compile(rb"\.entry\s+([A-Za-z_$%][\w$.%]*)")
 
 
-def ptx_kernels(text: bytes) -> list[str]:
-    """Kernel names (``.entry``) of a PTX text, in order, without duplicates."""
+def ptx_kernels(text: bytes | memoryview) -> list[str]:
+    """Kernel names (``.entry``) of a PTX text, in order, without duplicates: at most
+    :data:`~probe.arch.elf.MAX_KERNELS` of them (:class:`FatbinParseError` past that), a name longer
+    than :data:`~probe.arch.elf.MAX_KERNEL_NAME` left out."""
     seen: dict[str, None] = {}
     for m in _PTX_ENTRY.finditer(text):
+        if m.end(1) - m.start(1) > MAX_KERNEL_NAME:
+            continue
         seen.setdefault(m.group(1).decode("utf-8", "replace"), None)
+        if len(seen) > MAX_KERNELS:
+            raise FatbinParseError(f"more than {MAX_KERNELS:,} kernel entry points: not listed")
     return list(seen)
 
 

@@ -15,6 +15,12 @@ names the limit (exit 5), never an unbounded buffer, an endless loop or a traceb
   layers; metadata JSON is at most :data:`MAX_METADATA_JSON` bytes a file (4 times that in all) and
   nested at most
   :data:`probe.safejson.MAX_DEPTH` levels; an archive lists at most :data:`MAX_ARCHIVE_MEMBERS`.
+- whole images: the layers of one image hold :data:`MAX_IMAGE_MEMBERS` members in all and inflate at
+  most :data:`MAX_EXPANSION` times their compressed size together (past
+  :data:`IMAGE_EXPANSION_FLOOR`: a hundred small bombs are one bomb); a layer listed several times
+  is read once; member names and link targets are at most :data:`MAX_PATH` bytes (and
+  :data:`MAX_PATH_DEPTH` folders deep), the extension
+  headers before one member :data:`MAX_EXTENSIONS` bytes in all.
 """
 
 from __future__ import annotations
@@ -34,6 +40,16 @@ MAX_DESCRIPTORS = 4096
 MAX_LAYERS = 512
 #: members of an image tarball or a wheel (each costs a few hundred bytes of index)
 MAX_ARCHIVE_MEMBERS = 500_000
+#: members of all the layers of one image together (the final tree is held as an index of paths)
+MAX_IMAGE_MEMBERS = 1_000_000
+#: a member name or link target in a layer (Linux's PATH_MAX; beyond it a name is no path), and the
+#: folders it lies in (each visibility check of a member looks at each of its folders once)
+MAX_PATH = 4096
+MAX_PATH_DEPTH = 256
+#: tar extension headers (pax, GNU long names) before one member, in all
+MAX_EXTENSIONS = 1 << 20
+#: the whole image: its compressed layers may inflate MAX_EXPANSION times their size in all, past this
+IMAGE_EXPANSION_FLOOR = 1 << 30
 
 
 def size_text(n: int) -> str:

@@ -1,10 +1,19 @@
 """Scan result cache: a re-scan of an unchanged environment reads no device code at all.
 
-Records are keyed by ``(path, size, mtime_ns, inode, device)`` plus the probe version and the
-``--kernels`` flag, and stored in one SQLite file (transactions make every write atomic; several
+Records are keyed by ``(path, size, mtime_ns, ctime_ns, inode, device)`` plus the probe version and
+the ``--kernels`` flag, and stored in one SQLite file (transactions make every write atomic; several
 probe processes may share it). Location: ``$PROBE_CACHE_DIR``, else ``$XDG_CACHE_HOME/probe``,
-else ``~/.cache/probe``. A cache that cannot be opened or read (corrupt, read-only, locked for
-too long) is moved aside once and otherwise ignored: the scan goes on uncached.
+else ``~/.cache/probe``.
+
+Keys cannot go stale: a file rewritten in place keeps its size and can be given back its mtime
+(``touch -d``), never its ctime (the kernel sets it on every write and every ``utime``). A file whose
+ctime lies within :data:`RACY_S` seconds of the scan (or ahead of it) could still change within the
+same clock tick: its entry carries the SHA-256 of the whole file, checked on every hit (as git does
+with "racily clean" index entries).
+
+A database that is not one (``SQLITE_NOTADB``, ``SQLITE_CORRUPT``) is moved aside once; one another
+process holds locked past the timeout is left alone (never taken for corrupt: its writer's commit
+must not fail) and this scan goes on uncached, as it does when the cache cannot be opened at all.
 Records with an error are never stored (the error may be transient: a file that vanished).
 
 The folder is the user's alone (:func:`probe.cachedir.secure_cache_dir`): created with mode 0700, and one that
@@ -17,11 +26,13 @@ goes on uncached) — whoever can write the cache decides what a scan reports.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 from probe import __version__
@@ -31,17 +42,64 @@ from probe.cachedir import secure_cache_dir
 log = logging.getLogger(__name__)
 
 CACHE_FILE = "scan-v1.sqlite"
-_FORMAT = 2
+_FORMAT = 3
+#: a file changed this close to the scan (seconds) gets a content digest with its entry
+RACY_S = 2.0
+#: the SQLite errors that mean "not a database": the only ones that move the file aside
+_NOT_A_DATABASE = ("SQLITE_NOTADB", "SQLITE_CORRUPT")
+_NOT_A_DATABASE_TEXT = ("file is not a database", "malformed", "file is encrypted")
 
 
-def stat_key(path: str, kernels: bool, member: str = "") -> str | None:
+def stat_key(path: str, kernels: bool, member: str = "", expect: tuple[int, int] | None = None) -> str | None:
+    """The cache key of ``path`` as it is now (None: it cannot be stat'ed, or it is not the file
+    ``expect`` names: the (device, inode) the walk judged)."""
     try:
         st = os.stat(path)
     except OSError:
         return None
+    if expect is not None and (st.st_dev, st.st_ino) != expect:
+        return None
     return json.dumps(
-        [_FORMAT, __version__, bool(kernels), path, member, st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev]
-    )
+        [_FORMAT, __version__, bool(kernels), path, member, st.st_size, st.st_mtime_ns, st.st_ctime_ns,
+         st.st_ino, st.st_dev]
+    )  # fmt: skip
+
+
+def _racy(key: str) -> str | None:
+    """The path of a key whose file changed within :data:`RACY_S` of now (or ahead of it), else None."""
+    try:
+        k = json.loads(key)
+        path, ctime_ns = k[3], k[7]
+    except (ValueError, IndexError, TypeError):
+        return None
+    return path if ctime_ns >= (time.time() - RACY_S) * 1e9 else None
+
+
+def content_digest(path: str) -> str | None:
+    """SHA-256 of a regular file's bytes (None when it cannot be read)."""
+    from probe.arch.inputs import open_regular
+
+    h = hashlib.sha256()
+    try:
+        fd = open_regular(path)
+    except OSError:
+        return None
+    try:
+        while data := os.read(fd, 4 << 20):
+            h.update(data)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return h.hexdigest()
+
+
+def _not_a_database(exc: sqlite3.Error) -> bool:
+    """The error says the file is no SQLite database (a lock, a full disk or a read-only file do not)."""
+    name = getattr(exc, "sqlite_errorname", None)  # (Python >= 3.11)
+    if name is not None:
+        return str(name) in _NOT_A_DATABASE
+    return not isinstance(exc, sqlite3.OperationalError) and any(t in str(exc) for t in _NOT_A_DATABASE_TEXT)
 
 
 def _stored(record: FileRecord) -> dict[str, object]:
@@ -75,7 +133,7 @@ class ScanCache:
             self._conn = conn
         except (sqlite3.Error, OSError) as exc:
             self._conn = None
-            if retry and self.path.exists() and isinstance(exc, sqlite3.DatabaseError):
+            if retry and self.path.exists() and isinstance(exc, sqlite3.Error) and _not_a_database(exc):
                 log.warning("scan cache %s is unreadable (%s): moving it aside", self.path, exc)
                 try:
                     os.replace(self.path, str(self.path) + ".corrupt")
@@ -106,8 +164,14 @@ class ScanCache:
         if raw is None:
             return None
         try:
-            recs = [FileRecord.from_dict(r) for r in json.loads(raw)]
-        except (ValueError, TypeError):
+            value = json.loads(raw)
+            if isinstance(value, dict):  # a racy entry: its file's content must be the one scanned
+                digest = value.get("sha256")
+                if not digest or digest != content_digest(json.loads(key)[3]):
+                    return None
+                value = value["records"]
+            recs = [FileRecord.from_dict(r) for r in value]
+        except (ValueError, TypeError, KeyError, IndexError):
             return None
         for r in recs:
             r.cached = True
@@ -116,7 +180,14 @@ class ScanCache:
     def put_many(self, key: str, records: list[FileRecord]) -> None:
         if self._conn is None or any(r.error for r in records):
             return
-        value = json.dumps([_stored(r) for r in records])
+        stored: object = [_stored(r) for r in records]
+        racy = _racy(key)
+        if racy is not None:
+            digest = content_digest(racy)
+            if digest is None:
+                return
+            stored = {"sha256": digest, "records": stored}
+        value = json.dumps(stored)
         with self._lock:
             self._pending[key] = value
             if len(self._pending) >= 2000:

@@ -63,7 +63,7 @@ def records_of(c: Candidate, kernels: bool, cache: ScanCache | None) -> list[Fil
     if c.path.endswith(".whl"):
         from probe.arch.wheel import scan_wheel  # zipfile / threads: only when a wheel is scanned
 
-        return scan_wheel(c.path, kernels=kernels, cache=cache)
+        return scan_wheel(c.path, kernels=kernels, cache=cache, expect=c.ident)
     return [_file_record(c, kernels, cache)]
 
 
@@ -72,12 +72,12 @@ def _file_record(c: Candidate, kernels: bool, cache: ScanCache | None) -> FileRe
     if cache is not None and (kernels or c.size < 0 or c.size >= CACHE_MIN_SIZE):
         from probe.arch.scan_cache import stat_key
 
-        key = stat_key(c.path, kernels)
+        key = stat_key(c.path, kernels, expect=c.ident)  # (another file there now: not from the cache)
         hit = cache.get_many(key) if key else None
         if hit is not None and len(hit) == 1:
             hit[0].package = c.package
             return hit[0]
-    rec = scan_file(c.path, kernels=kernels, package=c.package)
+    rec = scan_file(c.path, kernels=kernels, package=c.package, expect=c.ident, nofollow=c.nofollow)
     if cache is not None and key:
         cache.put_many(key, [rec])
     return rec

@@ -13,14 +13,20 @@ Bounds (a walk of ``/`` or ``/proc`` ends, and reads nothing it should not):
   walks it.
 - **only regular files are read**: a FIFO, socket or device named like device code gets a record
   with an error from its ``stat`` — it is never opened.
+- **what is read is what was judged**: each candidate carries the identity (device, inode) of the
+  file the walk judged, and the file opened for reading must be that one (a file swapped for a
+  symlink after the walk looked — a check-then-open race — is opened without following it, and one
+  replaced otherwise is refused: a record saying it changed during the scan); a folder is listed
+  through the descriptor opened for it, without following a symlink it became.
 - at most :data:`MAX_WALK_FILES` files.
 """
 
-# ruff: noqa: PTH100, PTH116
+# ruff: noqa: PTH100, PTH116, PTH118
 # (paths stay str on the scan's hot path: os.path is several times cheaper than pathlib)
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
@@ -34,6 +40,8 @@ from probe.arch.roots import DEVICE_FILE_RE, PackageResolver
 log = logging.getLogger(__name__)
 
 MAX_WALK_FILES = 5_000_000
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+_SWAPPED = "replaced by a symlink while the folder was walked: not followed"
 PSEUDO_DIRS = ("/proc", "/sys", "/dev")
 #: kernel file systems whose files are not files: not walked unless a root lies on one
 PSEUDO_FS = frozenset(
@@ -51,6 +59,8 @@ class Candidate:
     package: str | None = None
     error: str | None = None  # set when the file is not read (cannot be stat'ed, special, outside)
     size: int = -1  # from the walk's stat (-1: unknown)
+    ident: tuple[int, int] | None = None  # (device, inode) the walk judged: the file opened must be it
+    nofollow: bool = False  # not a symlink when judged: opened without following one
 
 
 def pseudo_devices(mountinfo: str = "/proc/self/mountinfo") -> frozenset[int]:
@@ -99,58 +109,76 @@ class _Walk:
         return st.st_dev in self.pseudo or (d in PSEUDO_DIRS and not named)
 
     def walk_dir(self, root: str) -> Iterator[Candidate]:
-        stack = [root]
+        stack: list[tuple[str, bool]] = [(root, False)]  # (folder, no symlink when listed)
         while stack:
-            d = stack.pop()
-            try:
-                dst = os.stat(d)
+            d, nofollow = stack.pop()
+            try:  # the folder listed is the one judged: opened without following a link it became
+                fd = os.open(d, _DIR_FLAGS | (getattr(os, "O_NOFOLLOW", 0) if nofollow else 0))
             except OSError as exc:
-                yield Candidate(d, self.pkg(d, root), os_error(exc))
+                err = _SWAPPED if nofollow and exc.errno in (errno.ELOOP, errno.ENOTDIR) else os_error(exc)
+                yield Candidate(d, self.pkg(d, root), err)
                 continue
-            if (dst.st_dev, dst.st_ino) in self.seen_dirs or (d != root and self.skipped_dir(d, dst)):
-                log.debug("not walked (visited, or a pseudo file system): %s", d)
-                continue
-            self.seen_dirs.add((dst.st_dev, dst.st_ino))
             try:
-                with os.scandir(d) as it:
-                    items = sorted(it, key=lambda e: e.name)
-            except OSError as exc:
-                yield Candidate(d, self.pkg(d, root), os_error(exc))
-                continue
-            subdirs: list[str] = []
-            for ent in items:
-                yield from self.entry(ent, root, subdirs)
-                if self.count > MAX_WALK_FILES:
-                    log.warning("more than %d files: stopping the walk", MAX_WALK_FILES)
-                    return
-            stack.extend(reversed(subdirs))
+                yield from self._listed(fd, d, root, stack)
+            finally:
+                os.close(fd)
+            if self.count > MAX_WALK_FILES:
+                log.warning("more than %d files: stopping the walk", MAX_WALK_FILES)
+                return
 
-    def entry(self, ent: os.DirEntry[str], root: str, subdirs: list[str]) -> Iterator[Candidate]:
-        """The candidate of one folder entry, if any; a folder to walk goes to ``subdirs``."""
-        outside = None
+    def _listed(self, fd: int, d: str, root: str, stack: list[tuple[str, bool]]) -> Iterator[Candidate]:
+        """The candidates of the open folder ``fd`` (at ``d``); its subfolders go on ``stack``."""
+        dst = os.fstat(fd)
+        if (dst.st_dev, dst.st_ino) in self.seen_dirs or (d != root and self.skipped_dir(d, dst)):
+            log.debug("not walked (visited, or a pseudo file system): %s", d)
+            return
+        self.seen_dirs.add((dst.st_dev, dst.st_ino))
         try:
-            if ent.is_symlink():
-                target = os.path.realpath(ent.path)
+            with os.scandir(fd) as it:  # (entries are looked at through fd: the folder opened)
+                items = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            yield Candidate(d, self.pkg(d, root), os_error(exc))
+            return
+        subdirs: list[tuple[str, bool]] = []
+        for ent in items:
+            yield from self.entry(ent, os.path.join(d, ent.name), root, subdirs)
+            if self.count > MAX_WALK_FILES:
+                return
+        stack.extend(reversed(subdirs))
+
+    def entry(
+        self, ent: os.DirEntry[str], path: str, root: str, subdirs: list[tuple[str, bool]]
+    ) -> Iterator[Candidate]:
+        """The candidate of one folder entry (at ``path``), if any; a folder to walk goes to ``subdirs``."""
+        outside = None
+        link = False
+        try:
+            link = ent.is_symlink()
+            if link:
+                target = os.path.realpath(path)
                 outside = None if _inside(target, self.real_roots) else target
             is_dir = ent.is_dir(follow_symlinks=True)
         except OSError:
             is_dir = False
         if is_dir:
             if outside is None:
-                subdirs.append(ent.path)
+                subdirs.append((path, not link))
             else:
-                self.links_out.append(f"{ent.path} -> {outside}")
+                self.links_out.append(f"{path} -> {outside}")
             return
         if not DEVICE_FILE_RE.search(ent.name):
             return
         if outside is not None:
             err = f"symlink to {outside}, outside the folders scanned: not followed (name it to scan it)"
-            yield Candidate(ent.path, self.pkg(ent.path, root), err)
+            yield Candidate(path, self.pkg(path, root), err)
             return
-        try:
-            fst = ent.stat(follow_symlinks=True)
+        try:  # not a link when listed: lstat (a link swapped in since is not followed here)
+            fst = ent.stat(follow_symlinks=link)
         except OSError as exc:
-            yield Candidate(ent.path, self.pkg(ent.path, root), os_error(exc))
+            yield Candidate(path, self.pkg(path, root), os_error(exc))
+            return
+        if not link and stat.S_ISLNK(fst.st_mode):
+            yield Candidate(path, self.pkg(path, root), _SWAPPED)
             return
         key = (fst.st_dev, fst.st_ino)
         if key in self.seen_files:
@@ -159,9 +187,9 @@ class _Walk:
         self.count += 1
         what = file_kind(fst.st_mode)
         if what is not None:
-            yield Candidate(ent.path, self.pkg(ent.path, root), f"{what}, not a regular file: not read")
+            yield Candidate(path, self.pkg(path, root), f"{what}, not a regular file: not read")
             return
-        yield Candidate(ent.path, self.pkg(ent.path, root), size=fst.st_size)
+        yield Candidate(path, self.pkg(path, root), size=fst.st_size, ident=key, nofollow=not link)
 
     def warn_links_out(self) -> None:
         if self.links_out:
@@ -189,7 +217,7 @@ def iter_candidates(paths: Sequence[str], *, labels: dict[str, str] | None = Non
                 w.seen_files.add(key)
                 what = file_kind(st.st_mode)
                 err = f"{what}, not a regular file: not read" if what else None
-                yield Candidate(root, w.pkg(root, root), err, size=st.st_size)
+                yield Candidate(root, w.pkg(root, root), err, size=st.st_size, ident=key)
             continue
         w.allowed_devs.add(st.st_dev)
         yield from w.walk_dir(root)

@@ -7,10 +7,14 @@ Per member (``.so``/``.so.N``/``.cubin``/``.fatbin``/``.ptx``):
 - **small deflated** members (≤ ``SMALL_MEMBER`` bytes): decompressed into memory
   (:mod:`probe.arch.inflate`);
 - **large deflated** ELF members: decompressed once, as a stream, and read in that one pass
-  (:mod:`probe.arch.elfstream`).
+  (:mod:`probe.arch.elfstream`);
+- bzip2 / LZMA members the same way, through :mod:`probe.arch.zipmember` (never through
+  :mod:`zipfile`, whose readers inflate a compressed piece whole, however far it expands): a member
+  is never inflated past the size it declares.
 
-Bounds (:mod:`probe.arch.limits`): at most ``MAX_ARCHIVE_MEMBERS`` members (counted from the end
-record before the central directory is parsed); a member is held in memory up to ``MAX_HELD``
+Bounds (:mod:`probe.arch.limits`): at most ``MAX_ARCHIVE_MEMBERS`` members (the entries of the central
+directory counted one by one before :mod:`zipfile` parses it — the end record's count is only a claim
+— and a central directory of at most 64 MiB); a member is held in memory up to ``MAX_HELD``
 bytes; a member declaring more than ``MAX_EXPANSION`` times its compressed size (past
 ``SMALL_MEMBER``) is a decompression bomb and is not inflated, nor is a wheel whose device-code
 members do so together (past ``WHEEL_EXPANSION_FLOOR``) or share compressed bytes (overlapping
@@ -25,17 +29,14 @@ from __future__ import annotations
 import itertools
 import os
 import re
-import struct
-import threading
 import zipfile
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from probe.arch import elf, fatbin
 from probe.arch.describe import describe, not_a_library
 from probe.arch.elfstream import stream_elf
-from probe.arch.inflate import RawDeflateStream, inflate_error_types, inflate_member
+from probe.arch.inflate import inflate_error_types
 from probe.arch.inputs import open_regular
 from probe.arch.limits import (
     MAX_ARCHIVE_MEMBERS,
@@ -45,6 +46,13 @@ from probe.arch.limits import (
     size_text,
 )
 from probe.arch.records import FileRecord
+from probe.arch.zipmember import (
+    MemberError,
+    central_directory_count,
+    data_offset,
+    member_stream,
+    read_member,
+)
 
 if TYPE_CHECKING:
     from probe.arch.scan_cache import ScanCache
@@ -63,43 +71,41 @@ _READ_ERRORS: tuple[type[Exception], ...] = (
 _WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<ver>[^-]+)(-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
 
 
-def data_offset(zf_fd: int, info: zipfile.ZipInfo) -> int:
-    """Offset of a member's (compressed) bytes in the archive, from its local file header."""
-    local = os.pread(zf_fd, 30, info.header_offset)
-    if len(local) != 30 or local[:4] != b"PK\x03\x04":
-        raise zipfile.BadZipFile("bad local file header")
-    name_len, extra_len = struct.unpack_from("<HH", local, 26)
-    return info.header_offset + 30 + name_len + extra_len
-
-
 def wheel_package(path: str) -> str | None:
     m = _WHEEL_NAME.match(os.path.basename(path))
     return m.group("name").replace("_", "-").lower() if m else None
 
 
-def scan_wheel(path: str, *, kernels: bool = False, cache: ScanCache | None = None) -> list[FileRecord]:
+def scan_wheel(
+    path: str,
+    *,
+    kernels: bool = False,
+    cache: ScanCache | None = None,
+    expect: tuple[int, int] | None = None,
+) -> list[FileRecord]:
     """One record per device-code member (path ``<wheel>!<member>``); a bad archive gives one
-    record for the wheel itself, carrying the error."""
+    record for the wheel itself, carrying the error. ``expect``: the (device, inode) the walk judged
+    (another file found at ``path`` now is not read)."""
     from probe.arch.scan_cache import stat_key
 
-    key = stat_key(path, kernels, member="*") if cache is not None else None
+    key = stat_key(path, kernels, member="*", expect=expect) if cache is not None else None
     if key and cache is not None:
         hit = cache.get_many(key)
         if hit is not None:
             return hit
     bad = FileRecord(path=path, kind="wheel", package=wheel_package(path))
-    zf = _open_wheel(path, bad)
+    zf = _open_wheel(path, bad, expect)
     if zf is None:
         return [bad]
     try:
-        members = _Members(path, zf, bad.package or "", kernels)
+        members = _Members(path, zf, bad.package or "", kernels, expect)
         bad.error = members.bomb()
         if bad.error:
-            zf.close()
+            _close(zf)
             return [bad]
         records = members.scan()
     except (zipfile.BadZipFile, OSError) as exc:
-        zf.close()
+        _close(zf)
         bad.error = f"cannot read: {exc}"
         return [bad]
     if key and cache is not None:
@@ -107,7 +113,7 @@ def scan_wheel(path: str, *, kernels: bool = False, cache: ScanCache | None = No
     return records
 
 
-def _open_wheel(path: str, bad: FileRecord) -> zipfile.ZipFile | None:
+def _open_wheel(path: str, bad: FileRecord, expect: tuple[int, int] | None) -> zipfile.ZipFile | None:
     """The open archive, or None with ``bad.error`` set (unreadable, not a zip, not a wheel)."""
     try:
         bad.size = os.path.getsize(path)
@@ -115,7 +121,15 @@ def _open_wheel(path: str, bad: FileRecord) -> zipfile.ZipFile | None:
         if n > MAX_ARCHIVE_MEMBERS:
             bad.error = f"a zip of {n:,} members (more than {MAX_ARCHIVE_MEMBERS:,}): not read"
             return None
-        zf = zipfile.ZipFile(path)
+        f = os.fdopen(_open_checked(path, expect), "rb")
+        try:
+            zf = zipfile.ZipFile(f)
+        except BaseException:
+            f.close()
+            raise
+    except MemberError as exc:
+        bad.error = f"{exc}: not read"
+        return None
     except FileNotFoundError:
         bad.error = "file vanished or does not exist"
         return None
@@ -126,44 +140,50 @@ def _open_wheel(path: str, bad: FileRecord) -> zipfile.ZipFile | None:
         bad.error = f"cannot read: {exc.strerror or exc}"
         return None
     if not any(n.endswith(".dist-info/WHEEL") for n in zf.namelist()) or bad.package is None:
-        zf.close()
+        _close(zf)
         bad.error = "not a wheel (a zip without *.dist-info/WHEEL or with a non-wheel file name)"
         return None
     return zf
 
 
 def zip_member_count(path: str) -> int:
-    """The member count the archive's end record declares (0 when there is none: zipfile says why),
-    read before the central directory is parsed into memory."""
+    """The members the archive's central directory holds (0 when there is no end record: zipfile says
+    why), counted entry by entry before the central directory is parsed into memory (at most
+    ``MAX_ARCHIVE_MEMBERS + 1`` are counted)."""
+    return central_directory_count(path, MAX_ARCHIVE_MEMBERS)
+
+
+def _close(zf: zipfile.ZipFile) -> None:
+    """Close the archive and the file it was opened on (zipfile leaves a file it was given open)."""
+    f = zf.fp
+    zf.close()
+    if f is not None:
+        f.close()
+
+
+def _open_checked(path: str, expect: tuple[int, int] | None) -> int:
+    """A descriptor of the wheel, a regular file; with ``expect``, the very file the walk judged."""
     fd = open_regular(path)
-    try:
-        size = os.fstat(fd).st_size
-        tail = os.pread(fd, min(size, 65536 + 22), max(0, size - 65536 - 22))
-    finally:
+    st = os.fstat(fd)
+    if expect is not None and (st.st_dev, st.st_ino) != expect:
         os.close(fd)
-    i = tail.rfind(b"PK\x05\x06")
-    if i < 0 or len(tail) - i < 22:
-        return 0
-    count: int = struct.unpack_from("<H", tail, i + 10)[0]
-    z64 = tail.rfind(b"PK\x06\x06", 0, i)  # zip64 end record: its 8-byte count
-    if count == 0xFFFF and z64 >= 0 and len(tail) - z64 >= 40:
-        count = struct.unpack_from("<Q", tail, z64 + 32)[0]
-    return count
+        raise zipfile.BadZipFile("replaced while the scan ran (not the file the walk found)")
+    return fd
 
 
 class _Members:
     """The device-code members of one open wheel, read by up to ``WHEEL_THREADS`` threads."""
 
-    def __init__(self, path: str, zf: zipfile.ZipFile, package: str, kernels: bool) -> None:
+    def __init__(
+        self, path: str, zf: zipfile.ZipFile, package: str, kernels: bool, expect: tuple[int, int] | None
+    ) -> None:
         self.path = path
         self.prefix = os.path.abspath(path)
         self.package = package
         self.kernels = kernels
         self.members = [i for i in zf.infolist() if not i.is_dir() and MEMBER_RE.search(i.filename)]
         self._zf = zf
-        self._local = threading.local()
-        self._handles: list[zipfile.ZipFile] = [zf]
-        self._main_thread = threading.get_ident()
+        self._expect = expect
 
     def bomb(self) -> str | None:
         """Why the device-code members are a decompression bomb taken together (None: they are not):
@@ -187,16 +207,6 @@ class _Members:
                 )
         return None
 
-    def archive(self) -> zipfile.ZipFile:
-        """The calling thread's handle (zipfile handles share one file position)."""
-        if threading.get_ident() == self._main_thread:
-            return self._zf
-        if not hasattr(self._local, "zf"):
-            self._local.zf = zipfile.ZipFile(self.path)
-            self._handles.append(self._local.zf)
-        zf: zipfile.ZipFile = self._local.zf
-        return zf
-
     def scan(self) -> list[FileRecord]:
         """Records in archive order. Large deflated members cost one zlib pass each (zlib releases
         the GIL): spread over threads, biggest first; small members go together in one batch."""
@@ -211,22 +221,21 @@ class _Members:
             else:
                 done = [r for b in batches for r in self._batch(b)]
         finally:
-            for h in self._handles:
-                h.close()
+            _close(self._zf)
         order = {i.filename: n for n, i in enumerate(self.members)}
         return sorted(done, key=lambda r: order[r.path.rsplit("!", 1)[1]])
 
     def _batch(self, infos: list[zipfile.ZipInfo]) -> list[FileRecord]:
         out = []
-        fd = os.open(self.path, os.O_RDONLY)
+        fd = _open_checked(self.path, self._expect)  # (each member read with pread: no shared position)
         try:
             for info in infos:
                 rec = FileRecord(
                     path=f"{self.prefix}!{info.filename}", package=self.package, size=info.file_size
                 )
                 try:
-                    _scan_member(self.archive, fd, info, rec, self.kernels)
-                except _READ_ERRORS + inflate_error_types() as exc:
+                    _scan_member(fd, info, rec, self.kernels)
+                except _READ_ERRORS + inflate_error_types() + (MemberError,) as exc:
                     rec.error = f"cannot read member: {exc}"
                 except (elf.ElfParseError, fatbin.FatbinParseError) as exc:
                     rec.error = str(exc)
@@ -236,14 +245,9 @@ class _Members:
         return out
 
 
-def _scan_member(
-    archive: Callable[[], zipfile.ZipFile],
-    fd: int,
-    info: zipfile.ZipInfo,
-    rec: FileRecord,
-    kernels: bool,
-) -> None:
-    """Fill ``rec`` from one member, read the cheapest way its storage allows."""
+def _scan_member(fd: int, info: zipfile.ZipInfo, rec: FileRecord, kernels: bool) -> None:
+    """Fill ``rec`` from one member, read the cheapest way its storage allows (never inflated past
+    the size it declares: :mod:`probe.arch.zipmember`)."""
     if info.file_size == 0:
         rec.error = "empty file"
         return
@@ -262,13 +266,9 @@ def _scan_member(
         describe(reader, rec, name=info.filename, kernels=kernels)
         return
     is_so = info.filename.endswith(".so") or ".so." in info.filename
-    raw_deflate = info.compress_type == zipfile.ZIP_DEFLATED and not info.flag_bits & 0x1
     if info.file_size > SMALL_MEMBER and is_so:
-        if raw_deflate:  # (no second ZipFile per thread: parsing a big wheel's directory costs ~0.1 s)
-            head = RawDeflateStream(fd, data_offset(fd, info), info.compress_size).read()[:64]
-        else:
-            with archive().open(info) as s:
-                head = s.read(64)
+        with member_stream(fd, info) as s:
+            head = s.read()[:64]
         if not elf.is_elf(head):
             rec.kind = "other"
             if not not_a_library(info.filename, head):  # a GNU ld script: not device code, no error
@@ -276,19 +276,10 @@ def _scan_member(
             return
         is_cubin = len(head) >= 20 and int.from_bytes(head[18:20], "little") == elf.EM_CUDA
         if not is_cubin:
-            if raw_deflate:
-                base = data_offset(fd, info)
-                size = info.compress_size
-                stream_elf(lambda: RawDeflateStream(fd, base, size), info.file_size, rec, kernels)
-            else:
-                stream_elf(lambda: archive().open(info), info.file_size, rec, kernels)
+            stream_elf(lambda: member_stream(fd, info), info.file_size, rec, kernels)
             return
     if info.file_size > MAX_HELD:
         held = size_text(MAX_HELD)
         rec.error = f"{size_text(info.file_size)}: more than the {held} held in memory per member: not read"
         return
-    if raw_deflate:
-        data = inflate_member(fd, data_offset(fd, info), info.compress_size, info.file_size)
-    else:
-        data = archive().read(info)
-    describe(elf.Reader.from_buffer(data), rec, name=info.filename, kernels=kernels)
+    describe(elf.Reader.from_buffer(read_member(fd, info)), rec, name=info.filename, kernels=kernels)

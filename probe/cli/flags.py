@@ -24,15 +24,14 @@ def with_flag_errors(fn: Callable[[], _T]) -> _T:
 
 
 def output_file(path: str, flag: str) -> str:
-    """``path`` when a file can be written there: not a folder, in a folder that exists; else a
+    """``path`` when a file can be written there: a regular file or a new one, in a folder that exists
+    (not a folder, FIFO or device: :func:`probe.outfile.output_problem`); else a
     :class:`~probe.errors.UsageError` naming ``flag`` (checked before any work is done)."""
-    from pathlib import Path
+    from probe.outfile import output_problem
 
-    p = Path(path)
-    if p.is_dir():
-        raise UsageError(f"{flag} {path}: is a folder; give a file name")
-    if not p.absolute().parent.is_dir():
-        raise UsageError(f"{flag} {path}: the folder {p.absolute().parent} does not exist")
+    problem = output_problem(path)
+    if problem is not None:
+        raise UsageError(f"{flag} {path}: {problem}")
     return path
 
 

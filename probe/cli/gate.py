@@ -101,7 +101,9 @@ def execute(args: argparse.Namespace) -> int:
     if summary:
 
         def append() -> None:
-            with open(summary, "a", encoding="utf-8") as fh:
+            from probe.outfile import open_for_write
+
+            with open_for_write(summary, append=True) as fh:
                 fh.write(md)
 
         written("--summary", summary, append)

@@ -87,6 +87,16 @@ def _global_flags(p: argparse.ArgumentParser, *, default: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from probe.textsafe import install
+
+    restore = install()  # every line printed, logged or reported: no terminal controls from inputs
+    try:
+        return _main(argv)
+    finally:
+        restore()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verb = _chosen_verb(argv)
     parser = build_parser(only=verb) if verb else build_parser(only="")

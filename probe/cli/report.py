@@ -102,9 +102,12 @@ def execute(args: argparse.Namespace) -> int:
         works_with=tuple(args.works_with),
         model_specific=True if args.model_specific else (False if args.general else None),
     )
-    entry = entry_from_log(Path(args.log), info)
     env = env_report_files()
     out = Path(args.out) if args.out else (env[0] if env else Path("probe-reports.json"))
+    from probe.cli.flags import output_file
+
+    output_file(str(out), "-o" if args.out else "$PROBE_REPORTS" if env else "the report file")
+    entry = entry_from_log(Path(args.log), info)
     append_entries(out, [entry])
     print(f"added {entry['id']} ({entry['outcome']}: {entry.get('log_line') or entry['symptom']}) to {out}")
     return 0

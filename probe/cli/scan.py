@@ -116,8 +116,12 @@ def execute(args: argparse.Namespace) -> int:
     if not args.kernels:
         gc.disable()
 
-    from probe.errors import EXIT_OK, EXIT_PARTIAL, UsageError
+    from probe.errors import EXIT_OK, UsageError
 
+    if args.output:
+        from probe.cli.flags import output_file
+
+        output_file(args.output, "-o")  # before the scan: a FIFO or a device is never written
     if args.schema:
         import json
 
@@ -175,10 +179,9 @@ def execute(args: argparse.Namespace) -> int:
             backend_rows=backend_rows,
         )
         _write(args.output, text)
-    partial = report.summary.errors > 0 or bool(
-        report.verify and (report.verify.disagreements or report.verify.errors)
-    )
-    return EXIT_PARTIAL if partial else EXIT_OK
+    from probe.cli.scan_notes import exit_code
+
+    return exit_code(report)  # 5 (partial) with one line on stderr saying why, else 0
 
 
 def _roots(args: argparse.Namespace) -> tuple[list[str], dict[str, str]]:
@@ -206,8 +209,10 @@ def _write(output: str | None, text: str | Iterable[str], end: str = "") -> None
 
     parts = [text] if isinstance(text, str) else text
     if output:
+        from probe.outfile import open_for_write  # (a regular file or a new one: checked again)
+
         try:
-            with open(output, "w", encoding="utf-8") as f:
+            with open_for_write(output) as f:
                 f.writelines(parts)
                 f.write(end)
         except OSError as exc:
@@ -280,7 +285,9 @@ def render(
     if errors:
         out.append(_titled(md, "Errors", _table(errors, ["file", "error"], tablefmt)))
     if report.verify is not None:
-        out.append(_render_verify(report, tablefmt))
+        from probe.cli.scan_notes import render_verify
+
+        out.append(render_verify(report, tablefmt))
     out.append(_summary_line(report))
     out.append(
         "verdicts: sass = exact SASS, sass-compatible = SASS of the same major / family, "
@@ -294,9 +301,9 @@ _VerdictIndex = dict[tuple[str, str, "str | None"], "TargetVerdict"]
 
 
 def _table(rows: Any, headers: Any, tablefmt: str) -> str:
-    from tabulate import tabulate
+    from probe.cli.scan_notes import table
 
-    return str(tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True))
+    return table(rows, headers, tablefmt)
 
 
 def _titled(md: bool, title: str, text: str) -> str:
@@ -382,18 +389,3 @@ def _group_rows(rows: list[list[str]]) -> list[list[str]]:
         key = (os.path.dirname(r[0]) + "/", *r[1:])
         groups[key] = groups.get(key, 0) + 1
     return [[f"{k[0]} ({n} file{'s' if n > 1 else ''})", *k[1:]] for k, n in groups.items()]
-
-
-def _render_verify(report: ScanReport, tablefmt: str) -> str:
-    v = report.verify
-    assert v is not None
-    if v.cuobjdump is None:
-        return "cuobjdump verification: cuobjdump not found (install nvidia-cuda-cuobjdump or set CUDA_HOME)"
-    lines = [f"cuobjdump verification ({v.cuobjdump}): {v.files_agree}/{v.files_checked} files agree"]
-    if v.disagreements:
-        rows = [[d.get("path"), d.get("what"), d.get("probe"), d.get("cuobjdump")] for d in v.disagreements]
-        lines.append(_table(rows, ["file", "listing", "probe only", "cuobjdump only"], tablefmt))
-    if v.errors:
-        rows = [[e.get("path"), e.get("error")] for e in v.errors]
-        lines.append(_table(rows, ["file", "cuobjdump error"], tablefmt))
-    return "\n".join(lines)

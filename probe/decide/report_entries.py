@@ -10,7 +10,6 @@ is written.
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 from collections.abc import Iterable
@@ -78,13 +77,12 @@ def _versions(pairs: dict[str, str]) -> tuple[dict[str, list[str]], str | None]:
 
 def _classify(path: Path) -> Any:
     from probe.sandbox.classifier import classify_stream
+    from probe.sandbox.loginput import open_log
 
-    opener = gzip.open if path.suffix == ".gz" else open
+    stream, _size = open_log(str(path))  # a regular file only (a FIFO or /dev/zero is refused unread)
     try:
-        with opener(path, "rb") as fh:
-            return classify_stream(fh)  # type: ignore[arg-type]  # a gzip file is a byte stream too
-    except FileNotFoundError as exc:
-        raise BadInputError(f"no such log file: {path}") from exc
+        with stream as fh:
+            return classify_stream(fh)
     except (OSError, EOFError) as exc:
         raise BadInputError(f"cannot read {path}: {exc}") from exc
 
@@ -176,7 +174,9 @@ def read_user_file(path: Path) -> dict[str, Any]:
     from probe.reports.base import read_report_file
 
     read_report_file(path)  # checked: BadInputError when it is not a valid report file
-    doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    from probe.userfile import read_json
+
+    doc: dict[str, Any] = read_json(path, what="report file")
     return doc
 
 
@@ -221,10 +221,10 @@ def _load_run(path: Path) -> list[Any]:
 
         with tempfile.TemporaryDirectory() as tmp:
             plain = Path(tmp) / path.stem
-            try:
-                plain.write_bytes(gzip.decompress(path.read_bytes()))
-            except (OSError, EOFError) as exc:
-                raise BadInputError(f"{path}: {exc}") from exc
+            from probe.sandbox.journal import MAX_JOURNAL
+            from probe.userfile import read_bytes
+
+            plain.write_bytes(read_bytes(path, what="journal", limit=MAX_JOURNAL, gz=True))
             _, results, _ = read_journal(plain)
     else:
         _, results, _ = read_journal(path)

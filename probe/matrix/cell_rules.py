@@ -25,6 +25,22 @@ def duplicate_id(ids: Iterable[str]) -> str | None:
     return None
 
 
+def bad_number(wall_s: Any, peak_rss_mb: Any, timings: Any) -> str | None:
+    """Why a cell's measured numbers cannot be compared (None: they can): a time, a memory or a speed
+    that is not a finite number >= 0 (NaN compares false with everything: a gate would pass it)."""
+    import math
+
+    named = [("wall_s", wall_s), ("peak_rss_mb", peak_rss_mb)]
+    named += list(timings.items()) if isinstance(timings, dict) else []
+    for name, v in named:
+        if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        if not math.isfinite(v) or v < 0:
+            where = name if name in ("wall_s", "peak_rss_mb") else f"timings.{name}"
+            return f"{where} is {v!r}: a time, memory or speed is a finite number >= 0"
+    return None
+
+
 def missing_citation(evidence: str | None, citation: str | None) -> bool:
     """A field report (``reported`` cell) must cite its source."""
     return evidence == "reported" and not citation

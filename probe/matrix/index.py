@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from probe import safejson
 from probe.errors import BadInputError
 from probe.matrix.io import read_gzip_text
+from probe.userfile import read_text
 
 HEADER = """# Published matrices
 
@@ -96,8 +97,8 @@ def build_index(root: Path) -> str:
     rows = []
     for path in sorted([*root.rglob("*.json"), *root.rglob("*.json.gz")]):
         try:
-            text = read_gzip_text(path) if path.name.endswith(".gz") else path.read_text(encoding="utf-8")
-            doc = json.loads(text)
+            text = read_gzip_text(path) if path.name.endswith(".gz") else read_text(path, what="matrix")
+            doc = safejson.loads(text)
         except (OSError, ValueError, BadInputError):
             rows.append([path.relative_to(root).as_posix(), "unreadable", "-", "-", "-", "-", "-"])
             continue

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from probe.errors import BadInputError, UsageError
+from probe.outfile import check_replaceable
 
 if TYPE_CHECKING:
     from probe.matrix.lazy import LazyCells
@@ -71,14 +72,7 @@ def _open_matrix_file(path: str | Path) -> int:
     if p.is_dir():
         raise UsageError(f"{p}: is a folder, expected a matrix JSON file")
     if p.name.endswith(".gz") and p.is_file():  # a compressed matrix: read through an inflated copy
-        import tempfile  # (here, not at the top: `probe recommend` reads through this module)
-
-        with tempfile.TemporaryFile() as tmp:
-            tmp.write(read_gzip_text(p).encode("utf-8"))
-            tmp.flush()
-            fd = os.dup(tmp.fileno())  # the inflated copy lives while this descriptor is open
-        os.lseek(fd, 0, os.SEEK_SET)
-        return fd
+        return _inflated_copy(p)
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -88,6 +82,34 @@ def _open_matrix_file(path: str | Path) -> int:
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise BadInputError(f"{p}: not a regular file (a FIFO or device is not read)")
+    return fd
+
+
+def _inflated_copy(p: Path, limit: int | None = None) -> int:
+    """A descriptor of a temporary file holding the inflated ``.gz`` matrix ``p``: inflated piece by
+    piece (never whole in memory), refused past ``limit`` bytes (default :data:`GZIP_LIMIT`)."""
+    import gzip
+    import tempfile  # (here, not at the top: `probe recommend` reads through this module)
+    import zlib
+
+    from probe.userfile import open_regular_fd
+
+    limit = GZIP_LIMIT if limit is None else limit
+    src, _size = open_regular_fd(p, "matrix")
+    total = 0
+    with tempfile.TemporaryFile() as tmp, os.fdopen(src, "rb") as raw:
+        try:
+            with gzip.GzipFile(fileobj=raw, mode="rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    total += len(chunk)
+                    if total > limit:
+                        raise BadInputError(f"{p}: inflates past {limit >> 20} MiB: not a matrix")
+                    tmp.write(chunk)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise BadInputError(f"{p}: not a gzip file: {exc}") from exc
+        tmp.flush()
+        fd = os.dup(tmp.fileno())  # the inflated copy lives while this descriptor is open
+    os.lseek(fd, 0, os.SEEK_SET)
     return fd
 
 
@@ -296,6 +318,7 @@ def write_text_atomic(path: str | Path, text: str | Iterable[str]) -> None:
     import tempfile
 
     p = Path(path)
+    check_replaceable(p)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
     size = 0
@@ -307,6 +330,7 @@ def write_text_atomic(path: str | Path, text: str | Iterable[str]) -> None:
         mask = os.umask(0o022)
         os.umask(mask)
         Path(tmp).chmod(0o666 & ~mask)  # mkstemp creates 0600; a published matrix is an ordinary file
+        check_replaceable(p)  # a FIFO or a device named as the output is never replaced
         Path(tmp).replace(p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -319,6 +343,7 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     import tempfile
 
     p = Path(path)
+    check_replaceable(p)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
     try:
@@ -327,25 +352,31 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
         mask = os.umask(0o022)
         os.umask(mask)
         Path(tmp).chmod(0o666 & ~mask)
+        check_replaceable(p)
         Path(tmp).replace(p)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-#: the most a gzip-compressed matrix may expand to when read (published prediction files: ~2 MB)
+#: the most a gzip-compressed matrix may expand to when read cell by cell (into a temporary file)
 GZIP_LIMIT = 256 << 20
+#: ... and when its text is read whole (published prediction files: ~2 MB; measured matrices: ~3 MB)
+GZIP_TEXT_LIMIT = 64 << 20
 
 
-def read_gzip_text(path: str | Path, limit: int = GZIP_LIMIT) -> str:
+def read_gzip_text(path: str | Path, limit: int = GZIP_TEXT_LIMIT) -> str:
     """The text of a ``*.json.gz`` matrix, inflated as a stream and refused past ``limit`` bytes (a gzip
     bomb is an invalid input, never a buffer)."""
     import gzip
     import zlib
 
+    from probe.userfile import open_regular_fd
+
     out = bytearray()
+    fd, _size = open_regular_fd(path, "matrix")  # a regular file only (a FIFO is never waited on)
     try:
-        with gzip.open(path, "rb") as fh:
+        with os.fdopen(fd, "rb") as raw, gzip.GzipFile(fileobj=raw, mode="rb") as fh:
             while chunk := fh.read(1 << 20):
                 out += chunk
                 if len(out) > limit:

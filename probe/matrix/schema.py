@@ -219,6 +219,9 @@ class Cell(CellRecord):
     def _check(self) -> Cell:
         if cell_rules.missing_citation(self.evidence, self.citation):
             raise ValueError(f"cell {self.id!r}: a reported cell needs a citation")
+        bad = cell_rules.bad_number(self.wall_s, self.peak_rss_mb, self.timings)
+        if bad is not None:  # a NaN or negative speed would pass (or fail) a gate by accident
+            raise ValueError(f"cell {self.id!r}: {bad}")
         return self
 
     @model_serializer(mode="wrap")

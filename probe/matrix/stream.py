@@ -28,6 +28,11 @@ from typing import Any
 from probe import safejson
 
 CHUNK = 4 << 20
+#: the largest JSON value outside the cells (a provenance, a static section) and the largest cell
+MAX_VALUE = 32 << 20
+MAX_CELL_TEXT = 4 << 20
+#: cells in one document (each keeps ~1.4 KB of summary in memory: 120,000 of them ~170 MB)
+MAX_CELLS = 120_000
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
 
@@ -142,22 +147,30 @@ class _Window:
                 # the value may run past the window (a string cut, or an error at its very end):
                 # read on; an error inside the window is the file's (not read to its end for it)
                 cut = exc.pos >= len(self.buf) - 6 or exc.msg.startswith("Unterminated string")
-                if cut and self.more(len(self.buf)):
+                if cut and self._room() and self.more(len(self.buf)):
                     continue
                 raise StreamError(f"not JSON: {exc.msg} at byte {self.byte_i + (exc.pos - self.i)}") from None
             except RecursionError:
                 raise safejson.JsonLimitError(
                     f"JSON nested more than {safejson.MAX_DEPTH} levels deep"
                 ) from None
-            if end == len(self.buf) and self.more(len(self.buf)):
+            if end == len(self.buf) and self._room() and self.more(len(self.buf)):
                 continue  # a number cut at the window's end: read on
             self.advance(end)
             safejson.check_depth(obj)
             return obj
 
+    def _room(self) -> bool:
+        """Whether the value being read may grow: a :class:`StreamError` past :data:`MAX_VALUE`."""
+        if len(self.buf) - self.i > MAX_VALUE:
+            raise StreamError(
+                f"a JSON value at byte {self.byte_i} is larger than {MAX_VALUE >> 20} MiB: not a matrix"
+            )
+        return True
+
     def indent_before(self) -> str | None:
         """The whitespace between the last newline and the current position (None: no newline)."""
-        j = self.buf.rfind("\n", 0, self.i)
+        j = self.buf.rfind("\n", max(0, self.i - 256), self.i)  # (probe indents a cell by 2 or 4)
         if j < 0:
             return None
         ws = self.buf[j + 1 : self.i]
@@ -171,6 +184,10 @@ class _Reader:
         self.w = _Window(fd)
         self.visit = visit  # (array number, cell text or object, index)
         self.arrays: list[CellArray] = []
+        self.cell_count = 0
+        #: indentations whose closing ``}`` was not found ahead: the rest is parsed the standard way
+        #: (searching again for each cell would read the rest of the file once per cell)
+        self._no_marker: set[str] = set()
 
     def document(self) -> dict[str, Any]:
         first = self.w.peek()
@@ -237,6 +254,9 @@ class _Reader:
             return CellsMarker(number)
         while True:
             n = len(array.spans)
+            self.cell_count += 1
+            if self.cell_count > MAX_CELLS:
+                raise StreamError(f"more than {MAX_CELLS:,} cells: not read (the limit of one document)")
             if w.peek() != "{":
                 raise StreamError(f"cells[{n}]: a cell is a JSON object (byte {w.byte_i})")
             array.spans.append(self._cell(number, n, " " * depth))
@@ -254,7 +274,7 @@ class _Reader:
         w = self.w
         start = w.byte_i
         indent = w.indent_before()
-        text = self._until(indent) if indent is not None else None
+        text = self._until(indent) if indent is not None and indent not in self._no_marker else None
         if text is not None:
             try:
                 self.visit(number, text, n)
@@ -270,14 +290,18 @@ class _Reader:
         return CellSpan(start, w.byte_i - start, None)
 
     def _until(self, indent: str) -> str | None:
-        """The text from here to the next ``\n<indent>}`` (None when there is none)."""
+        """The text from here to the next ``\n<indent>}`` within :data:`MAX_CELL_TEXT` characters (None
+        when there is none: that indentation is not searched for again)."""
         w = self.w
         marker = "\n" + indent + "}"
+        searched = 0  # characters after w.i searched already (w.i moves when the window drops text)
         while True:
-            j = w.buf.find(marker, w.i)
+            j = w.buf.find(marker, w.i + searched, w.i + MAX_CELL_TEXT + len(marker))
             if j >= 0:
                 return w.buf[w.i : j + len(marker)]
-            if not w.more(len(w.buf)):
+            searched = max(0, len(w.buf) - w.i - len(marker))
+            if len(w.buf) - w.i > MAX_CELL_TEXT or not w.more(len(w.buf) - w.i):
+                self._no_marker.add(indent)
                 return None
 
 

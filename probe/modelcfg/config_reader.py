@@ -15,8 +15,8 @@ The agreement with vLLM's own reading of the same files is a test (tests/catalog
 
 from __future__ import annotations
 
-import json
 import logging
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,10 @@ def _quant_note(scheme: QuantScheme, quant: str, moe: MoeShape | None) -> str | 
     return "; ".join(parts) or None
 
 
+#: the most layers a config may declare (the largest released models: a few hundred)
+MAX_MODEL_LAYERS = 100_000
+
+
 def _shape(cfg: Cfg) -> tuple[int, int, int]:
     layers = cfg.opt_int("num_hidden_layers")
     for key in ("hybrid_override_pattern", "layers_block_type"):  # NemotronHConfig: one layer per entry
@@ -94,6 +98,8 @@ def _shape(cfg: Cfg) -> tuple[int, int, int]:
             layers = len(cfg.data[key]) or None
     if layers is None:
         layers = cfg.need_int("num_hidden_layers")
+    if layers > MAX_MODEL_LAYERS:  # each layer is read: 10^9 of them would never end (or fit)
+        raise cfg.bad("num_hidden_layers", f"is {layers:,}: more than the {MAX_MODEL_LAYERS:,} layers read")
     return cfg.need_int("hidden_size"), layers, cfg.need_int("num_attention_heads")
 
 
@@ -166,13 +172,17 @@ def _first_moe_layer(cfg: Cfg) -> int:
 
 
 def _read_json(path: Path, what: str) -> Any:
+    from probe.errors import BadInputError
+    from probe.userfile import open_regular_fd, read_json
+
     try:
-        size = path.stat().st_size
+        fd, size = open_regular_fd(path, what)  # a regular file only (a FIFO is never opened for reading)
+        os.close(fd)
         if size > MAX_CONFIG_BYTES:
             raise UsageError(f"{path}: {size} bytes is too large for a {what} (limit {MAX_CONFIG_BYTES})")
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        raise UsageError(f"{path}: not a readable JSON {what} ({type(exc).__name__}: {exc})") from exc
+        return read_json(path, what=what, limit=MAX_CONFIG_BYTES, gz=False)
+    except BadInputError as exc:  # bounded in size and nesting
+        raise UsageError(f"{path}: not a readable JSON {what} ({exc})") from None
 
 
 def profile_from_path(path: Path, *, name: str | None = None) -> ModelProfile:

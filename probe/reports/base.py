@@ -15,7 +15,6 @@ A report's version range: :mod:`probe.reports.ranges`.
 from __future__ import annotations
 
 import functools
-import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -74,12 +73,14 @@ def check_packaged() -> None:
 def read_report_file(path: str | os.PathLike[str]) -> tuple[Report, ...]:
     """A user's report file (``probe report add`` writes them); :class:`BadInputError` when it is
     missing, not JSON or not valid."""
+    from probe.userfile import MissingFileError, read_json
+
     p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
+    try:  # a regular file only, bounded in size and nesting
+        doc = read_json(p, what="report file")
+    except MissingFileError as exc:
         raise BadInputError(f"{p}: no such report file") from exc
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except BadInputError as exc:
         raise BadInputError(f"{p}: not a JSON report file ({exc})") from exc
     try:
         if is_osv(doc):  # an OSV export of probe's reports (``probe reports --format osv``)

@@ -19,8 +19,6 @@ the import cell 14.8 s (one row), a JIT pre-pass cell 63.4 s; the first cell of 
 
 from __future__ import annotations
 
-import gzip
-import json
 import statistics
 import sys
 from collections import defaultdict
@@ -29,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from probe import safejson
 from probe.cells import CellSpec
 from probe.errors import BadInputError
 
@@ -89,14 +88,9 @@ class Estimates:
 
 
 def _open_text(path: Path) -> Iterator[str]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            yield from f
-    except FileNotFoundError:
-        raise BadInputError(f"no such file: {path}") from None
-    except (OSError, EOFError) as exc:
-        raise BadInputError(f"cannot read {path}: {exc}") from exc
+    from probe.userfile import read_text  # a regular file, bounded in size (a .gz: inflated, bounded)
+
+    yield from read_text(path, gz=path.suffix == ".gz").splitlines(keepends=True)
 
 
 def timed_rows(path: Path) -> Iterator[dict[str, Any]]:
@@ -107,8 +101,8 @@ def timed_rows(path: Path) -> Iterator[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
+                row = safejson.loads(line)
+            except ValueError as exc:  # not JSON, or nested too deeply
                 if n == len(lines):  # a torn last line of a journal killed mid-write
                     return
                 raise BadInputError(f"{path} line {n} is not JSON: {exc}") from exc
@@ -116,8 +110,8 @@ def timed_rows(path: Path) -> Iterator[dict[str, Any]]:
                 yield row
         return
     try:
-        doc = json.loads("".join(lines))
-    except json.JSONDecodeError as exc:
+        doc = safejson.loads("".join(lines))
+    except ValueError as exc:
         raise BadInputError(f"{path} is neither a probe journal nor a matrix: {exc}") from exc
     cells = doc.get("cells") if isinstance(doc, dict) else None
     if not isinstance(cells, list):

@@ -281,20 +281,13 @@ def render(plan: RunPlan, budget_s: float | None, jobs: int, out: Any = sys.stdo
 
 def load_plan_file(path: str | Path) -> list[CellSpec]:
     """Cells of a plan file: a JSON list of ``CellSpec`` objects (or ``{"cells": [...]}``)."""
-    import json
-
     from pydantic import ValidationError
 
     from probe.cells import CellSpec
     from probe.errors import BadInputError
+    from probe.userfile import read_json
 
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise BadInputError(f"no such plan file: {path}")
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BadInputError(f"cannot read plan file {path}: {exc}")
+    data = read_json(path, what="plan file")  # a regular file, bounded in size and nesting
     cells = data.get("cells") if isinstance(data, dict) else data
     if not isinstance(cells, list):
         raise BadInputError(f'plan file {path} must hold a JSON list of cells (or {{"cells": [...]}})')

@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import stat
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from probe import __version__
+from probe import __version__, safejson
 from probe.cells import CellResult, CellSpec
 from probe.errors import BadInputError, OptionError
 from probe.outcomes import Outcome
@@ -46,17 +47,21 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+#: the largest journal read back (a 1,300-cell run writes ~10 MB)
+MAX_JOURNAL = 256 << 20
+
+
 def read_journal(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], list[CellResult], int]:
     """Parse a journal. Returns (header lines, results, byte length of the intact part).
 
     A final line without a newline (torn by a kill) is ignored; any other bad line is an error."""
+    from probe.userfile import MissingFileError, read_bytes
+
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
+    try:  # a regular file only, bounded (a FIFO named as the journal is refused, not waited on)
+        data = read_bytes(p, what="journal", limit=MAX_JOURNAL, gz=False)
+    except MissingFileError:
         return [], [], 0
-    except OSError as exc:
-        raise BadInputError(f"cannot read journal {p}: {exc}") from exc
     good = data.rfind(b"\n") + 1
     if good < len(data):
         log.warning("journal %s: ignoring a torn last line (%d bytes)", p, len(data) - good)
@@ -66,8 +71,8 @@ def read_journal(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], li
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
+            obj = safejson.loads(line)
+        except ValueError as exc:  # not JSON, or nested too deeply
             raise BadInputError(f"journal {p} line {n} is not JSON: {exc}") from exc
         if not isinstance(obj, dict):
             raise BadInputError(f"journal {p} line {n} is not a JSON object")
@@ -85,6 +90,18 @@ def read_journal(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], li
     if results and not headers:
         raise BadInputError(f"journal {p} has no header line (not a probe journal?)")
     return headers, results, good
+
+
+def _open_for_append(p: Path, extra: int) -> int:
+    """The journal opened for writing: a regular file only (the open never waits on a FIFO)."""
+    from probe.outfile import check_replaceable
+
+    check_replaceable(p)
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | extra, 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OptionError("journal", f"{p} is not a regular file: not written")
+    return fd
 
 
 def latest(results: Iterable[CellResult]) -> list[CellResult]:
@@ -134,7 +151,7 @@ class Journal:
             dups -= sum(1 for r in results if r.outcome is Outcome.NOT_RUN)
             if dups > 0:
                 log.warning("journal %s holds %d duplicate cell rows; the first of each is used", p, dups)
-            fd = os.open(p, os.O_WRONLY | os.O_CREAT, 0o644)
+            fd = _open_for_append(p, 0)
             os.ftruncate(fd, good)  # drop a torn last line
             os.lseek(fd, 0, os.SEEK_END)
             j = cls(p, fd, first, results)
@@ -148,7 +165,7 @@ class Journal:
             )
             return j
         p.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = _open_for_append(p, os.O_TRUNC)
         header = {
             "probe_journal": JOURNAL_VERSION,
             "run_id": meta.pop("run_id", None),

@@ -85,12 +85,12 @@ def test_unreadable_and_vanishing_files(tmp_path, cuda_fixtures, monkeypatch):
         (tmp_path / n).write_bytes(cuda_fixtures.path("multi.so").read_bytes())
     real_open = describe_mod._open_file
 
-    def fake_open(path: str) -> int:
+    def fake_open(path: str, *args: bool) -> int:
         if path.endswith("a.so"):
             raise PermissionError(errno.EACCES, "Permission denied", path)
         if path.endswith("b.so"):
             os.unlink(path)  # vanishes between the walk and the read
-        return real_open(path)
+        return real_open(path, *args)
 
     monkeypatch.setattr(describe_mod, "_open_file", fake_open)
     files = {Path(f.path).name: f for f in scan_paths([tmp_path], use_cache=False, jobs=1)}

@@ -4,7 +4,10 @@ blocks the run).
 
 The peak RSS is ``os.wait4``'s ``ru_maxrss`` of a process started with ``posix_spawn`` by a small
 launcher: a child made by ``fork`` from the test process would count the test process's own pages
-(resident in the child until it execs) as its peak.
+(resident in the child until it execs) as its peak. The launcher caps the address space of what it
+starts (``RLIMIT_AS``, :data:`ADDRESS_CAP`: 4 GiB, as the issue's runs did; ``$PROBE_HOSTILE_AS``
+bytes, 0 for none): an allocation past it is a ``MemoryError`` in probe (a traceback or an internal
+error, which :meth:`Run.check` fails on), never a machine out of memory.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 _LAUNCHER = """
-import json, os, sys
+import json, os, resource, sys
+cap = int(os.environ.get("PROBE_HOSTILE_AS") or 0)
+if cap > 0:
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 pid = os.posix_spawn(sys.executable, [sys.executable, "-m", "probe", *sys.argv[2:]], os.environ)
 _, status, usage = os.wait4(pid, 0)
 with open(sys.argv[1], "w") as f:
@@ -30,6 +36,8 @@ with open(sys.argv[1], "w") as f:
 """
 #: the memory ceiling every input is held to (the issue's bound: 512 MB)
 MAX_RSS_MB = 512
+#: the address space probe runs in (the issue's runs: 4 GiB)
+ADDRESS_CAP = 4 << 30
 
 
 @dataclass(frozen=True)
@@ -55,18 +63,24 @@ class Run:
 
 
 def run_probe(
-    *args: str, timeout: float = 120.0, cwd: Path | None = None, env: dict[str, str] | None = None
+    *args: str,
+    timeout: float = 120.0,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    root: Path | None = None,
 ) -> Run:
-    """``python -m probe ARGS`` in a child of its own session; killed (with its group) at ``timeout``."""
+    """``python -m probe ARGS`` in a child of its own session; killed (with its group) at ``timeout``.
+    ``root``: the checkout whose probe runs (default: this one; benchmarks compare another)."""
     e = dict(os.environ if env is None else env)
-    e["PYTHONPATH"] = str(ROOT) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+    e["PYTHONPATH"] = str(root or ROOT) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
     e.setdefault("PROBE_CACHE_DIR", tempfile.mkdtemp(prefix="probe-hostile-cache-"))
+    e.setdefault("PROBE_HOSTILE_AS", str(ADDRESS_CAP))
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryDirectory() as d:
         report = Path(d) / "rusage.json"
         t0 = time.monotonic()
         p = subprocess.Popen(
             [sys.executable, "-c", _LAUNCHER, str(report), *args],
-            cwd=cwd or ROOT,
+            cwd=cwd or root or ROOT,
             env=e,
             stdin=subprocess.DEVNULL,
             stdout=out,

@@ -56,7 +56,8 @@ def scan_image(
     """One record per visible device-code file of the image (see :mod:`probe.arch.image.reader`)."""
     from probe.arch.image.cache import LayerCache
     from probe.arch.image.layout import ImageError, open_image
-    from probe.arch.image.reader import final_records, layer_indexes
+    from probe.arch.image.reader import layer_indexes
+    from probe.arch.image.tree import final_records
     from probe.arch.records import FileRecord
 
     prefix = os.path.abspath(path)

@@ -21,7 +21,7 @@ RECORD_RE = re.compile(r"^(?P<site>(?:.*/)?(?:site|dist)-packages)/(?P<dist>[^/]
 MAX_RECORD = 64 << 20
 
 
-def record_paths(record_path: str, data: bytes) -> list[str]:
+def record_paths(record_path: str, data: bytes | bytearray) -> list[str]:
     """Image paths of the device-code files a RECORD lists (other lines are dropped)."""
     m = RECORD_RE.match(record_path)
     if not m:

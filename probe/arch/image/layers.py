@@ -8,7 +8,11 @@ be read at random (:meth:`TarStream.pread`), exactly like a file on disk. Compre
 inflated in bounded pieces (``OUT_MAX``), so a decompression bomb costs time, never memory.
 
 Member names are made safe here (:func:`safe_name`): leading ``/`` and ``./`` dropped, ``a/../b``
-folded; a name that climbs above the root is reported as unsafe, never used as a path.
+folded; a name that climbs above the root is reported as unsafe, never used as a path, and so is one
+longer than :data:`~probe.arch.limits.MAX_PATH` (a link target that long is kept cut, and never
+resolved). A layer holds at most :data:`~probe.arch.limits.MAX_ARCHIVE_MEMBERS` members, and the
+extension headers (pax, GNU long names) before one member hold at most
+:data:`~probe.arch.limits.MAX_EXTENSIONS` bytes in all.
 Every malformed input raises :class:`LayerError` (truncated, corrupt compression, not a tar).
 """
 
@@ -23,6 +27,7 @@ from probe.arch.image.streams import (
     IN_CHUNK,
     Blob,
     Digest,
+    ImageBudget,
     Inflater,
     LayerError,
     Prefetch,
@@ -30,6 +35,7 @@ from probe.arch.image.streams import (
     compression_of,
     hash_blob,
 )
+from probe.arch.limits import MAX_ARCHIVE_MEMBERS, MAX_EXTENSIONS, MAX_PATH, MAX_PATH_DEPTH
 
 __all__ = ["Blob", "LayerError", "Member", "MemberStream", "TarStream", "safe_name"]
 
@@ -46,7 +52,10 @@ _REGULAR_TYPES = frozenset(("0", "\0", "7", ""))
 
 def safe_name(name: str) -> str | None:
     """The member's path in the image without a leading ``/`` (``./a//b/../c`` -> ``a/c``); None when
-    it climbs above the root (``../x``, ``a/../../x``): such a name is never used as a path."""
+    it climbs above the root (``../x``, ``a/../../x``) or is longer than ``MAX_PATH``: such a name is
+    never used as a path."""
+    if len(name) > MAX_PATH or name.count("/") > 2 * MAX_PATH_DEPTH:
+        return None
     stack: list[str] = []
     for part in name.split("/"):
         if part == "..":
@@ -55,6 +64,8 @@ def safe_name(name: str) -> str | None:
             stack.pop()
         elif part and part != ".":
             stack.append(part)
+    if len(stack) > MAX_PATH_DEPTH:
+        return None
     return "/".join(stack) or "."
 
 
@@ -99,11 +110,63 @@ def _pax(data: bytes) -> dict[str, str]:
     return out
 
 
+class _Extensions:
+    """The extension headers (pax ``x``, GNU long names ``L`` / ``K``) read before one member: at most
+    :data:`~probe.arch.limits.MAX_EXTENSIONS` bytes of them (they pile up in memory until it comes)."""
+
+    def __init__(self) -> None:
+        self.pax: dict[str, str] = {}
+        self.long_name: str | None = None
+        self.long_link: str | None = None
+        self.size = 0
+
+    def add(self, kind: str, data: bytes) -> None:
+        self.size += len(data)
+        if self.size > MAX_EXTENSIONS:
+            raise LayerError(
+                f"tar extension headers of more than {MAX_EXTENSIONS >> 20} MiB before one member (corrupt)"
+            )
+        if kind == "x":
+            self.pax.update(_pax(data))
+        elif kind == "L":
+            self.long_name = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        elif kind == "K":
+            self.long_link = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+    def apply(self, member: Member, size: int, padded: int, pos: int) -> tuple[Member, int]:
+        """The member as its extension headers describe it (name, link, size), and its padded size."""
+        name = self.pax.get("path") or self.long_name or member.name
+        link = self.pax.get("linkpath") or self.long_link or member.linkname
+        if len(link) > MAX_PATH:  # kept cut: never resolved (probe.arch.image.tree.resolve)
+            link = link[: MAX_PATH + 1]
+        if "size" in self.pax:
+            try:
+                size = int(self.pax["size"])
+            except ValueError:
+                raise LayerError("corrupt pax size") from None
+            if size < 0:
+                raise LayerError("corrupt pax size")
+            padded = (size + BLOCK - 1) // BLOCK * BLOCK
+        if member.type not in _REGULAR_TYPES:
+            size = padded = 0 if member.type in (HARDLINK, SYMLINK, DIRECTORY) else size
+        typ = REGULAR if member.type in _REGULAR_TYPES else member.type
+        return Member(name, safe_name(name), typ, size, link, pos), padded
+
+
 class TarStream:
     """One pass over the members of a layer (see the module docstring)."""
 
-    def __init__(self, fd: int, blob: Blob, *, threads: bool = True, verify: bool = False) -> None:
-        """``verify``: hash the blob's bytes as they are read (:meth:`digest_mismatch` at the end)."""
+    def __init__(
+        self,
+        fd: int,
+        blob: Blob,
+        *,
+        threads: bool = True,
+        verify: bool = False,
+        budget: ImageBudget | None = None,
+    ) -> None:
+        """``verify``: hash the blob's bytes as they are read (:meth:`digest_mismatch` at the end);
+        ``budget``: what the image's layers inflated to together (a bomb spread over layers)."""
         self.compression = compression_of(os.pread(fd, 4, blob.offset))
         self.seekable = self.compression is None
         self.digest = Digest(blob.digest) if verify and Digest.verifiable(blob, not self.seekable) else None
@@ -113,8 +176,9 @@ class TarStream:
         # pread) by a helper thread reading it in order beside the parse
         self._raw = RawSource(fd, blob, None if self.seekable else self.digest)
         self._inf: Inflater | Prefetch | None = None
+        self._inflater: Inflater | None = None
         if self.compression:
-            inf = Inflater(self._raw, self.compression)
+            inf = self._inflater = Inflater(self._raw, self.compression, budget)
             self._inf = Prefetch(inf) if threads else inf
         elif self.digest is not None:
             self._hasher = threading.Thread(
@@ -132,7 +196,7 @@ class TarStream:
         try:
             hash_blob(fd, blob, digest, self._stop)
         except (OSError, LayerError) as exc:
-            self._hash_error = exc
+            self._hash_error = exc.with_traceback(None)  # (no cycle through this frame)
 
     def close(self) -> None:
         """Stop the helper threads (call when done, also after an error)."""
@@ -141,6 +205,8 @@ class TarStream:
             self._inf.close()
         if self._hasher is not None:
             self._hasher.join()
+        if self._inflater is not None:
+            self._inflater.settle()
 
     def digest_mismatch(self) -> str | None:
         """After the last member: hash what is left of the blob; the error when it does not match
@@ -225,9 +291,8 @@ class TarStream:
     # -- headers
     def members(self) -> Iterator[Member]:
         """Headers in archive order; the caller may read a member's data before the next one."""
-        pax: dict[str, str] = {}
-        long_name = long_link = None
-        end = 0
+        ext = _Extensions()
+        end = count = 0
         while True:
             start = self.pos
             hdr = self.read(BLOCK)
@@ -245,38 +310,22 @@ class TarStream:
             member, size = self._parse(hdr, start)
             padded = (size + BLOCK - 1) // BLOCK * BLOCK
             if member.type in ("x", "g", "L", "K"):
-                if size > MAX_PAX:
-                    raise LayerError(f"tar extension header of {size} bytes (corrupt)")
-                data = self.read_exact(size, "a tar extension header")
-                self.skip(padded - size)
-                if member.type == "x":
-                    pax.update(_pax(data))
-                elif member.type == "L":
-                    long_name = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-                elif member.type == "K":
-                    long_link = data.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+                ext.add(member.type, self._extension(size, padded))
                 continue
-            name = pax.get("path") or long_name or member.name
-            link = pax.get("linkpath") or long_link or member.linkname
-            if "size" in pax:
-                try:
-                    size = int(pax["size"])
-                except ValueError:
-                    raise LayerError("corrupt pax size") from None
-                padded = (size + BLOCK - 1) // BLOCK * BLOCK
-            pax, long_name, long_link = {}, None, None
-            if member.type not in _REGULAR_TYPES:
-                size = padded = 0 if member.type in (HARDLINK, SYMLINK, DIRECTORY) else size
-            m = Member(
-                name,
-                safe_name(name),
-                REGULAR if member.type in _REGULAR_TYPES else member.type,
-                size,
-                link,
-                self.pos,
-            )
+            count += 1
+            if count > MAX_ARCHIVE_MEMBERS:
+                raise LayerError(f"more than {MAX_ARCHIVE_MEMBERS:,} members in one layer: not read further")
+            m, padded = ext.apply(member, size, padded, self.pos)
+            ext = _Extensions()
             yield m
             self.skip(m.data_offset + padded - self.pos)
+
+    def _extension(self, size: int, padded: int) -> bytes:
+        if size > MAX_PAX:
+            raise LayerError(f"tar extension header of {size} bytes (corrupt)")
+        data = self.read_exact(size, "a tar extension header")
+        self.skip(padded - size)
+        return data
 
     def _parse(self, hdr: bytes, start: int) -> tuple[Member, int]:
         try:
@@ -325,10 +374,13 @@ class MemberStream:
             return data
         return self._take(n)
 
-    def read_all(self) -> bytes:
-        parts = [self._head, self._take(self._left)]
+    def read_all(self) -> bytearray:
+        """What is left of the member, in one buffer (read in pieces: never held twice)."""
+        out = bytearray(self._head)
         self._head = b""
-        return b"".join(parts)
+        while self._left:
+            out += self._take(min(self._left, 8 << 20))
+        return out
 
     def __enter__(self) -> MemberStream:
         return self

@@ -67,6 +67,7 @@ class _Source:
         self.is_dir = os.path.isdir(path)
         self._members: dict[str, Member] = {}
         self._json_read = 0  # metadata bytes parsed so far (bounded: a fan-out of big manifests)
+        self._json: dict[str, Any] = {}  # small metadata files, parsed once however often named
         if not self.is_dir:
             self._index_tar()
 
@@ -126,10 +127,20 @@ class _Source:
         return Blob(self.path, m.data_offset, m.size, digest, content_digest)
 
     def json(self, name: str) -> Any:
+        """A metadata file (a small one parsed once: later calls get the same document): at most
+        ``MAX_METADATA_JSON`` bytes, and 4 times that for all the metadata read of the image."""
+        if name in self._json:
+            return self._json[name]
         b = self.blob(name, "")
         if b.size > MAX_METADATA_JSON:
             raise ImageError(
                 f"{name}: {b.size} bytes, more than the {MAX_METADATA_JSON} read as image metadata"
+            )
+        self._json_read += b.size
+        if self._json_read > 4 * MAX_METADATA_JSON:
+            raise ImageError(
+                f"more than {4 * MAX_METADATA_JSON >> 20} MiB of image metadata (manifests, configs, "
+                "indexes) in all: not read further"
             )
         try:
             fd = open_regular(b.path)
@@ -140,9 +151,12 @@ class _Source:
         finally:
             os.close(fd)
         try:
-            return safejson.loads(raw)
+            doc = safejson.loads(raw)
         except ValueError as exc:  # json.JSONDecodeError, safejson.JsonLimitError
             raise ImageError(f"{name} is not valid JSON: {exc}") from None
+        if b.size <= 64 << 10:  # (a config named by every image: kept; big documents are not)
+            self._json[name] = doc
+        return doc
 
 
 def _blob_name(digest: object) -> str:
@@ -185,6 +199,7 @@ class _OciWalk:
     def __init__(self, src: _Source) -> None:
         self.src = src
         self.seen: set[str] = set()
+        self.manifests: set[tuple[str, str | None, str | None]] = set()  # (blob, platform, ref) listed
         self.descriptors = 0
 
     def index(self, doc: dict[str, Any], depth: int, ref: str | None) -> list[_Choice]:
@@ -212,6 +227,9 @@ class _OciWalk:
         is_index = mt in INDEX_TYPES
         if is_index and name in self.seen:
             return []  # an index already walked: its manifests are listed once
+        listed = (name, _platform_str(desc.get("platform")), ref)
+        if not is_index and listed in self.manifests:
+            return []  # the same manifest, listed again the same way: one choice (a fan-out is free)
         doc = self.src.json(name)
         if not isinstance(doc, dict):
             raise ImageError(f"{name}: not a JSON object")
@@ -220,6 +238,7 @@ class _OciWalk:
             return self.index(doc, depth + 1, ref)
         if mt and mt not in MANIFEST_TYPES and "layers" not in doc:
             return []
+        self.manifests.add(listed)
         choice = self.manifest(name, doc, desc, ref)
         return [] if choice.platform and choice.platform.startswith("unknown/") else [choice]
 
@@ -247,11 +266,16 @@ def _legacy_manifests(src: _Source) -> list[_Choice]:
     if len(doc) > MAX_DESCRIPTORS:
         raise ImageError(f"manifest.json: more than {MAX_DESCRIPTORS} images")
     out = []
+    listed: set[str] = set()
     for m in doc:
         if not isinstance(m, dict) or not isinstance(m.get("Layers"), list):
             raise ImageError("manifest.json: entry without Layers")
         if len(m["Layers"]) > MAX_LAYERS:
             raise ImageError(f"manifest.json: an image of more than {MAX_LAYERS} layers")
+        key = repr((m["Layers"], m.get("Config"), m.get("RepoTags")))
+        if key in listed:
+            continue  # the same image listed again: one choice
+        listed.add(key)
         cfg: Any = {}
         if isinstance(m.get("Config"), str) and src.exists(safe_name(m["Config"]) or ""):
             cfg = src.json(safe_name(m["Config"]) or "")

@@ -19,14 +19,13 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from probe.arch import elf, fatbin
 from probe.arch.describe import MAX_PTX_FILE, describe
 from probe.arch.image.cache import LayerCache, layer_key
-from probe.arch.image.envs import MAX_RECORD, RECORD_RE, Environments, record_paths
+from probe.arch.image.envs import MAX_RECORD, RECORD_RE, record_paths
 from probe.arch.image.layers import (
     DIRECTORY,
     HARDLINK,
@@ -38,9 +37,9 @@ from probe.arch.image.layers import (
     MemberStream,
     TarStream,
 )
-from probe.arch.image.streams import compression_of
+from probe.arch.image.streams import ImageBudget, compression_of
 from probe.arch.inputs import open_regular
-from probe.arch.limits import MAX_HELD, size_text
+from probe.arch.limits import MAX_HELD, MAX_IMAGE_MEMBERS, size_text
 from probe.arch.records import FileRecord
 from probe.arch.roots import DEVICE_FILE_RE
 
@@ -172,13 +171,17 @@ def describe_member(tar: TarStream, m: Member, *, kernels: bool) -> FileRecord:
     return rec
 
 
-def read_layer(fd: int, blob: Blob, upper: Upper, *, kernels: bool, idx: LayerIndex) -> bool:
+def read_layer(
+    fd: int, blob: Blob, upper: Upper, *, kernels: bool, idx: LayerIndex, budget: ImageBudget | None = None
+) -> bool:
     """One pass over a layer: fill ``idx`` (member list, RECORDs, records of visible members).
     The blob is checked against its digest as it streams: a mismatch sets ``idx.error``. True when
-    the digest was verified (only then may the layer be cached under it)."""
-    tar = TarStream(fd, blob, verify=True)
+    the digest was verified (only then may the layer be cached under it). ``budget``: the image's
+    (what its layers inflated to and held, together)."""
+    budget = budget if budget is not None else ImageBudget()
+    tar = TarStream(fd, blob, verify=True, budget=budget)
     try:
-        _read_members(tar, upper, kernels=kernels, idx=idx)
+        _read_members(tar, upper, kernels=kernels, idx=idx, budget=budget)
         bad = tar.digest_mismatch()
     finally:
         tar.close()
@@ -187,10 +190,18 @@ def read_layer(fd: int, blob: Blob, upper: Upper, *, kernels: bool, idx: LayerIn
     return tar.digest is not None and bad is None
 
 
-def _read_members(tar: TarStream, upper: Upper, *, kernels: bool, idx: LayerIndex) -> None:
+def _read_members(
+    tar: TarStream, upper: Upper, *, kernels: bool, idx: LayerIndex, budget: ImageBudget
+) -> None:
     for m in tar.members():
+        budget.members += 1
+        if budget.members > MAX_IMAGE_MEMBERS:
+            raise LayerError(
+                f"the image's layers hold more than {MAX_IMAGE_MEMBERS:,} members: not read further"
+            )
         if m.path is None:
-            idx.unsafe.append(m.name)
+            if len(idx.unsafe) < 1000:  # (each one a record: a few are enough to say it)
+                idx.unsafe.append(m.name if len(m.name) <= 300 else m.name[:300] + "…")
             continue
         path = m.path
         d, base = posixpath.split(path)
@@ -254,7 +265,13 @@ def _from_cache(
 
 
 def _one_layer(
-    blob: Blob, fds: dict[str, int], upper: Upper, *, kernels: bool, cache: LayerCache | None
+    blob: Blob,
+    fds: dict[str, int],
+    upper: Upper,
+    *,
+    kernels: bool,
+    cache: LayerCache | None,
+    budget: ImageBudget,
 ) -> LayerIndex:
     """The index of one layer: from the cache when it may be used, else read (and then cached when
     its digest was verified)."""
@@ -264,8 +281,13 @@ def _one_layer(
         key = layer_key(blob, kernels, compression_of(os.pread(fd, 4, blob.offset)) is not None)
         hit, old = _from_cache(fd, blob, key, cache, upper)
         if hit is not None:
+            budget.members += len(hit.types)
+            if budget.members > MAX_IMAGE_MEMBERS:
+                hit.error = (
+                    f"the image's layers hold more than {MAX_IMAGE_MEMBERS:,} members: not read further"
+                )
             return hit
-        verified = read_layer(fd, blob, upper, kernels=kernels, idx=idx)
+        verified = read_layer(fd, blob, upper, kernels=kernels, idx=idx, budget=budget)
     except LayerError as exc:
         idx.error = str(exc)
         return idx
@@ -287,9 +309,16 @@ def layer_indexes(
     upper = Upper()
     out: list[LayerIndex] = []
     fds: dict[str, int] = {}
+    budget = ImageBudget()
+    seen: set[tuple[str, int, int]] = set()
     try:
         for n in range(len(blobs) - 1, -1, -1):
-            idx = _one_layer(blobs[n], fds, upper, kernels=kernels, cache=cache)
+            b = blobs[n]
+            if (b.path, b.offset, b.size) in seen:  # the same bytes again: all it holds is hidden
+                out.append(LayerIndex())  # by its copy above (its whiteouts too apply already)
+                continue
+            seen.add((b.path, b.offset, b.size))
+            idx = _one_layer(b, fds, upper, kernels=kernels, cache=cache, budget=budget)
             upper.add(idx, n)
             out.append(idx)
     finally:
@@ -297,95 +326,3 @@ def layer_indexes(
             os.close(fd)
     out.reverse()
     return out, upper
-
-
-# ----------------------------------------------------------------------------------------------
-# the final tree
-
-
-class _Unresolved(Exception):
-    pass
-
-
-def resolve(path: str, upper: Upper) -> str:
-    """Follow symlinks (and hard links) of the final tree; the image root is ``/`` for them."""
-    out: list[str] = []
-    queue = deque(path.split("/"))
-    hops = 0
-    while queue:
-        part = queue.popleft()
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if out:
-                out.pop()
-            continue
-        cur = "/".join([*out, part])
-        t = upper.types.get(cur)
-        if t in (SYMLINK, HARDLINK):
-            hops += 1
-            if hops > MAX_SYMLINK_HOPS:
-                raise _Unresolved("symlink loop")
-            target = upper.links.get(cur, "")
-            if t == HARDLINK or target.startswith("/"):
-                out = []  # hard link names are archive paths: from the root too
-            queue.extendleft(reversed(target.split("/")))
-            continue
-        if t is not None and t != DIRECTORY and queue and any(q not in ("", ".") for q in queue):
-            raise _Unresolved("not a directory")
-        out.append(part)
-    return "/".join(out)
-
-
-def _walk_key(path: str) -> tuple[tuple[int, str], ...]:
-    """The order a scan of the unpacked tree lists files: per folder, files first, then subfolders,
-    each sorted by name."""
-    parts = path.split("/")
-    return (*((1, p) for p in parts[:-1]), (0, parts[-1]))
-
-
-def final_records(
-    indexes: list[LayerIndex], upper: Upper, prefix: str, blobs: list[Blob]
-) -> tuple[list[FileRecord], Environments]:
-    """One record per visible device-code file (symlinks and hard links resolved), sorted as a
-    scan of the unpacked tree lists them; the environments with their distributions."""
-    envs = Environments()
-    recs: dict[str, FileRecord] = {}
-    extra: list[FileRecord] = []
-    for path, n in upper.layer_of.items():
-        idx = indexes[n]
-        t = upper.types[path]
-        if t == REGULAR:
-            envs.add_path(path)
-            if path in idx.dist:
-                envs.add_record(path, idx.dist[path])
-            if path in idx.records:
-                recs[path] = idx.records[path]
-        elif t in (SYMLINK, HARDLINK) and is_device_name(path):
-            try:
-                target = resolve(path, upper)
-            except _Unresolved as exc:
-                extra.append(FileRecord(path=path, error=str(exc)))
-                continue
-            tt = upper.types.get(target)
-            if tt is None:
-                extra.append(FileRecord(path=path, error="file vanished or does not exist"))
-            elif tt == REGULAR and not (
-                is_device_name(target) and target in indexes[upper.layer_of[target]].records
-            ):
-                extra.append(FileRecord(path=path, error=f"link to /{target}, which was not read"))
-    out = list(recs.values()) + extra
-    for r in out:
-        r.package = envs.package_of(r.path)
-        r.package_version = envs.version_of(r.path, r.package)
-        r.path = f"{prefix}!/{r.path}"
-    out.sort(key=lambda r: _walk_key(r.path.split("!/", 1)[1]))
-    for n, idx in enumerate(indexes):
-        for name in idx.unsafe:
-            out.append(
-                FileRecord(path=f"{prefix}!{name}", error="member name leaves the image root (..): not read")
-            )
-        if idx.error:
-            name = blobs[n].digest or f"layer-{n}"
-            out.append(FileRecord(path=f"{prefix}!{name}", error=f"layer {n} of {len(blobs)}: {idx.error}"))
-    return out, envs

@@ -17,7 +17,7 @@ import threading
 from dataclasses import dataclass
 from typing import IO, Any, cast
 
-from probe.arch.limits import LAYER_EXPANSION_FLOOR, MAX_EXPANSION, size_text
+from probe.arch.limits import IMAGE_EXPANSION_FLOOR, LAYER_EXPANSION_FLOOR, MAX_EXPANSION, size_text
 
 IN_CHUNK = 1 << 20  # compressed bytes per read
 OUT_MAX = 8 << 20  # inflated bytes per decompress call at most
@@ -136,12 +136,39 @@ class RawSource:
             pass
 
 
+class ImageBudget:
+    """What the compressed layers of one image inflated to so far, together: past
+    :data:`~probe.arch.limits.IMAGE_EXPANSION_FLOOR`, more than :data:`MAX_EXPANSION` times their
+    compressed bytes is one decompression bomb, however it is spread over layers."""
+
+    def __init__(self) -> None:
+        self.inflated = 0  # of the layers read to their end
+        self.compressed = 0
+        self.members = 0  # members of the layers read so far (probe.arch.limits.MAX_IMAGE_MEMBERS)
+        self.spent: str | None = None  # why the budget is spent: every later layer stops at once
+
+    def check(self, out: int, consumed: int, kind: str) -> None:
+        total, base = self.inflated + out, self.compressed + consumed
+        if self.spent is None and total > IMAGE_EXPANSION_FLOOR and total > MAX_EXPANSION * base:
+            self.spent = (
+                f"the image's {kind} layers expand more than {MAX_EXPANSION}x together "
+                f"({size_text(total)} from {size_text(base)}): a decompression bomb? not read further"
+            )
+        if self.spent is not None:
+            raise LayerError(self.spent)
+
+    def add(self, out: int, consumed: int) -> None:
+        self.inflated += out
+        self.compressed += consumed
+
+
 class Inflater:
     """Decompressed bytes of a gzip (multi-member) or zstd stream, in pieces of at most OUT_MAX."""
 
-    def __init__(self, raw: RawSource, kind: str) -> None:
+    def __init__(self, raw: RawSource, kind: str, budget: ImageBudget | None = None) -> None:
         self._raw = raw
         self.kind = kind
+        self.budget = budget
         self._pending = b""
         self._done = False
         self.out_total = 0  # inflated bytes handed out
@@ -177,7 +204,15 @@ class Inflater:
                 f"{self.kind} data expands more than {MAX_EXPANSION}x ({size_text(self.out_total)} from "
                 f"{size_text(consumed)}): a decompression bomb? not read further"
             )
+        if self.budget is not None:
+            self.budget.check(self.out_total, consumed, self.kind)
         return out
+
+    def settle(self) -> None:
+        """The layer is done with: what it inflated counts for the layers read after it."""
+        if self.budget is not None:
+            self.budget.add(self.out_total, self._raw.pos - self._raw.base)
+            self.budget = None
 
     def _read_gzip(self) -> bytes:
         while not self._done:
@@ -222,7 +257,9 @@ class Prefetch:
                 if not chunk:
                     return
         except Exception as exc:  # handed to the reader: LayerError, OSError
-            self._put(exc)
+            # (without this thread's frames: they hold the pieces inflated, and a traceback refers
+            # back to them — a cycle only the collector frees, which `probe scan` turns off)
+            self._put(exc.with_traceback(None))
 
     def _put(self, item: bytes | Exception) -> None:
         while not self._stop.is_set():
@@ -246,3 +283,5 @@ class Prefetch:
     def close(self) -> None:
         self._stop.set()
         self._t.join()
+        while not self._q.empty():  # the pieces inflated ahead: not kept with this object
+            self._q.get_nowait()
