@@ -220,12 +220,15 @@ class LogScanner:
                 self.phase_marks.append((n, phase))
 
     def _python_warning(self, n: int, text: str, line: str, body: str, sig: Signature | None) -> bool:
-        """A Python warning never ends a run: its header may carry benign/degraded evidence only, and
-        its message continuation lines (until the indented source line) carry none. True: consumed."""
+        """A Python warning never ends a run: its header may carry benign/degraded evidence (or say the
+        output is wrong: NaN cast to integers), and its message continuation lines (until the indented
+        source line) carry none. True: consumed."""
         stripped = body.strip()
         if _PYWARN.match(body):
             self._warn_body = 3
-            if sig is not None and sig.kind not in ("benign", "degraded"):
+            # a warning that the output holds NaN (numpy casting NaN to pixels / token ids) says it is wrong
+            output_wrong = sig is not None and sig.outcome is Outcome.WRONG_OUTPUT and sig.kind == "decisive"
+            if sig is not None and sig.kind not in ("benign", "degraded") and not output_wrong:
                 sig = self.match.best(stripped, kinds=("benign", "degraded"))
             self.tail.append((n, text, sig))
             if sig is not None:

@@ -22,7 +22,7 @@ _ANSI = re.compile(
 # control characters left after the escapes (a bare ESC, BEL, backspace ...): never part of a log line
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _PREFIXES = [
-    re.compile(r"^\s*\([^()]*\bpid=\d+[^()]*\)\s?"),  # (EngineCore_DP0 pid=1)
+    re.compile(r"^\s*\(?[^()]*\bpid=\d+[^()]*\)\s?"),  # (EngineCore_DP0 pid=1), its "(" cut off too
     re.compile(r"^\w+\[(?:error|info|warn\w*|debug)\]", re.I),  # runpod id[error]
     re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,.]+ [IWEF] \d+ \d+\] \S+:\d+:\s?"),  # ray C++ logging
     re.compile(
