@@ -5,9 +5,15 @@ Examples:
   probe report add engine.log --gpu sm_121 --vllm 0.33.0 --model Qwen/Qwen3.5-122B-A10B-NVFP4 \\
       --backend flashinfer_cutlass --quant nvfp4 --url https://github.com/vllm-project/vllm/issues/123
   probe report add worker.log.gz --gpu thor --backend marlin --vllm main --citation "CI run 42" -o site.json
+  probe report import https://github.com/vllm-project/vllm/issues/34249 -o draft.json
+  probe report import saved-thread.txt --url https://github.com/sgl-project/sglang/issues/7249
+`import` reads an issue thread (a GitHub issue through its API, or text you saved) and prints a draft
+report: the GPUs, versions, backend, outcome and decisive line it found, what it could not find, and
+what keeps the draft from being a valid entry. Confirm it against the thread before adding it to a file.
 The file (default: the first file of $PROBE_REPORTS, else ./probe-reports.json) is what `probe
 recommend --reports FILE`, `probe gate --reports FILE` and `probe reports --reports FILE` read; the
-packaged base is never written. Exit: 0 added; 2 usage error; 6 unreadable log or invalid entry.
+packaged base is never written. Exit: 0 added (or drafted); 2 usage error; 5 the thread could not be
+fetched; 6 unreadable log, thread or invalid entry.
 """
 
 from __future__ import annotations
@@ -46,6 +52,10 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         "--general", action="store_true", help="applies to every model on this GPU x backend x quant"
     )
     add.add_argument("-o", "--out", metavar="FILE", help="report file to append to")
+    imp = sub.add_parser("import", help="turn an issue thread (URL or saved text) into a draft report")
+    imp.add_argument("source", metavar="URL|FILE", help="an https:// thread, or a file holding its text")
+    imp.add_argument("--url", help="where the thread can be read, when SOURCE is a saved file")
+    imp.add_argument("-o", "--out", metavar="FILE", help="write the draft (JSON) here instead of stdout")
 
 
 def _pairs(values: list[str], what: str) -> dict[str, str]:
@@ -78,8 +88,52 @@ def _features(values: list[str]) -> dict[str, Any]:
     return out
 
 
+def _import(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
+    from probe.decide.report_intake import draft_from_text, draft_problems, thread_text
+    from probe.userfile import read_text
+
+    if args.out:
+        from probe.cli.flags import output_file
+
+        output_file(args.out, "-o")
+    if args.source.startswith(("https://", "http://")):
+        text, title = thread_text(args.source)
+        source: str | None = args.source
+    else:
+        text, title, source = read_text(args.source, what="thread"), None, args.url
+    draft = draft_from_text(text, source, title)
+    doc = {"draft": draft.entry, "missing": draft.missing, "problems": draft_problems(draft.entry)}
+    body = json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    if args.out:
+        from probe.cli.flags import written
+        from probe.outfile import open_for_write
+
+        def write() -> None:
+            with open_for_write(args.out) as fh:
+                fh.write(body)
+
+        written("-o", args.out, write)
+    else:
+        sys.stdout.write(body)
+    e = draft.entry
+    gpus = ", ".join(f"sm_{g}" for g in e.get("gpus", [])) or "an unnamed GPU"
+    print(
+        f"draft {e['id']}: {e['outcome']} on {gpus}"
+        f" ({e['kind']}/{e['backend']}); confirm every field against the thread"
+        + (f"; fill in: {', '.join(draft.missing)}" if draft.missing else ""),
+        file=sys.stderr,
+    )
+    return 0
+
+
 def execute(args: argparse.Namespace) -> int:
     from pathlib import Path
+
+    if args.action == "import":
+        return _import(args)
 
     from probe.decide.report_entries import LogReport, append_entries, entry_from_log
     from probe.errors import OptionError
