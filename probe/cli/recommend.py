@@ -60,6 +60,9 @@ def configure_parser(p: argparse.ArgumentParser) -> None:
         metavar="METHOD",
         help="speculative decoding method of --speculative-config (mtp, eagle3, ngram, …)",
     )
+    p.add_argument(
+        "--enforce-eager", action="store_true", help="serve without CUDA graphs (vLLM's --enforce-eager)"
+    )
     p.add_argument("--why-not", metavar="BACKEND", help="print the evidence against one backend")
     p.add_argument(
         "--ask-vllm",
@@ -115,7 +118,13 @@ def execute(args: argparse.Namespace) -> int:
         tp=args.tp,
         vllm=args.vllm,
         scan=Path(args.scan) if args.scan else None,
-        deploy=Deployment(kv_cache_dtype=kv, ep=args.ep, dp=args.dp, speculative=args.speculative),
+        deploy=Deployment(
+            kv_cache_dtype=kv,
+            ep=args.ep,
+            dp=args.dp,
+            speculative=args.speculative,
+            enforce_eager=args.enforce_eager,
+        ),
         why_not=args.why_not,
         asked=asked,
         report_files=args.reports,

@@ -162,7 +162,8 @@ def _reason(c: EvidenceCell, basis: str) -> str:
     if basis == "elf_scan" and c.get("outcome") == "no_kernel_image":
         what = text.split(":", 1)[0]
         return f"no sm_{c.get('gpu_sm')} kernel in this image ({what})"
-    return text
+    kin_of = (c.get("applies") or {}).get("kin_of")
+    return f"on sm_{kin_of}, a family sibling (the same kernels): {text}" if kin_of else text
 
 
 def ruled_out_backends(

@@ -18,7 +18,7 @@ from pathlib import Path
 from probe.catalog import models as catalog_models
 from probe.catalog.backends import BackendCatalog, catalog
 from probe.catalog.profile import ModelProfile
-from probe.recommend import cautions, explain, halves, images, needs, report_match, select, verdict
+from probe.recommend import cautions, distance, explain, halves, images, needs, report_match, select, verdict
 from probe.recommend.answer_version import ScanFacts, read_scan, scan_facts
 from probe.recommend.gather import AskedCells, about, family_runs, gather
 from probe.recommend.halves import Half
@@ -376,7 +376,7 @@ def _recommend(
         vllm_version=got.version.vllm,
         flags_for_vllm=got.version.vllm or cat.vllm.latest_known,
         notes=([got.version.note] if got.version.note else [])
-        + ([] if measured_here else [_fallback_note(got.sm)])
+        + ([] if measured_here else [distance.fallback_note(got.sm, mine, req, got.version.predictions)])
         + _measured_with(mine, req.vllm),
         matrices=got.loaded.files,
         image=image.label if image is not None else None,
@@ -412,11 +412,3 @@ def _measured_with(mine: list[EvidenceCell], vllm: str | None) -> list[str]:
     if not ran or not vllm or ran == [vllm]:
         return []
     return [f"measured with vLLM {', '.join(ran)}; the flags are spelled for vLLM {vllm}"]
-
-
-def _fallback_note(sm: int) -> str:
-    return (
-        f"No measured matrix for sm_{sm}: this answer comes from vLLM's own selection checks, static "
-        "predictions and field reports, not from a run on this GPU. Run `probe run` on the GPU for "
-        "measured evidence."
-    )

@@ -18,6 +18,13 @@ TensorRT-LLM, a standalone flash-attn build) counts only for how a shared kernel
 its own build or gate. A refusal (``unsupported``) seen on older vLLM versions than a vLLM check
 that accepts the backend for this model (``superseded_for``, :func:`probe.recommend.sources.mark_superseded`)
 no longer applies to it.
+
+A failure of the kernels themselves (a fault, wrong output, a hang, a crash, a refusal or a kernel
+that will not initialise or compile) also reaches the other GPUs of the seen GPU's ``f`` family
+(:func:`kin`: sm_100 / sm_103, sm_120 / sm_121 — kernels built for the family run on all of them, so
+the same code fails the same way): one cell per sibling, ``applies.kin_of`` naming the GPU it was
+seen on, and the answer says so. Failures of a build or an environment (no kernel image, an import,
+a version mismatch, out of memory) do not carry: a sibling may have its own cubin or more memory.
 """
 
 from __future__ import annotations
@@ -33,6 +40,20 @@ from probe.reports.record import Report
 from probe.versions import version_key
 
 CELL_KINDS = ("moe", "attention", "engine")
+#: outcomes that are the kernels' own behaviour, carried to the seen GPU's family siblings
+KIN_OUTCOMES = frozenset(
+    {"device_fault", "wrong_output", "timeout", "crashed", "unsupported", "kernel_init_failed", "jit_failed"}
+)
+
+
+def kin(sm: int) -> list[int]:
+    """The other GPUs of the ``f`` families ``sm`` belongs to (the GPU catalog's ``families``)."""
+    from probe.catalog.gpus import catalog
+
+    fams = catalog().families
+    return sorted({m for members in fams.values() if sm in members for m in members} - {sm})
+
+
 CONDITIONS = ("model", "setting")  # feature roles that limit where a report applies
 
 
@@ -88,17 +109,22 @@ def applies(c: EvidenceCell, req: Request) -> bool:
 
 def scope(c: EvidenceCell, req: Request) -> str | None:
     """How a field report reaches this request ('reported on Qwen3.5-397B-A17B, applies by GPU x
-    backend x quant'), or None for a report on this very model (or a cell without ``applies``)."""
+    backend x quant'; from a family sibling: 'reported on sm_100, its sm_100f family sibling (the same
+    kernels), applies by GPU family x backend'), or None for a report on this very model and GPU (or a
+    cell without ``applies``)."""
     a = c.get("applies")
-    if not a or a.get("model_specific"):
+    if not a:
         return None
+    kin_of = a.get("kin_of")
+    sibling = f"on sm_{kin_of}, its {a.get('family')} family sibling (the same kernels)" if kin_of else None
     seen_on = c.get("model")
-    if seen_on and is_model(req, seen_on):
-        return None
+    if a.get("model_specific") or (seen_on and is_model(req, seen_on)):
+        return f"reported for this model {sibling}" if sibling else None
     conditions = sorted(k for k in a.get("features") or {} if vocab.FEATURES[k][0] in CONDITIONS)
-    keys = ["GPU", "backend"] + (["quant"] if a.get("quant") else []) + conditions
+    quant = ["quant"] if a.get("quant") else []
+    keys = ["GPU family" if sibling else "GPU", "backend", *quant, *conditions]
     where = f"reported on {seen_on}" if seen_on else f"reported for sm_{a.get('gpu_sm')}"
-    return f"{where}, applies by {' x '.join(keys)}"
+    return f"{where}{' ' + sibling if sibling else ''}, applies by {' x '.join(keys)}"
 
 
 def relevant(c: EvidenceCell, req: Request) -> bool:
@@ -188,6 +214,21 @@ def _cell(r: Report, sm: int, status: VersionStatus, backend: str, works: bool) 
         "vllm_seen": newest(r.versions.get("vllm", ())),
     }
     return cell
+
+
+def kin_cells(r: Report, sm: int, status: VersionStatus) -> list[dict[str, Any]]:
+    """The cell report ``r`` gives on ``sm``, a family sibling of a GPU it was seen on (failures of the
+    kernels only, see the module docstring); [] when none carries."""
+    if r.kind not in CELL_KINDS or not r.speaks_for_vllm or r.outcome not in KIN_OUTCOMES or sm in r.gpus:
+        return []
+    seen = next((g for g in r.gpus if sm in kin(g)), None)
+    if seen is None:
+        return []
+    cell = _cell(r, sm, status, r.backend, works=False)
+    cell["id"] = f"reported/{r.id}/kin/sm_{sm}"
+    family = min(seen, sm)
+    cell["applies"].update(kin_of=seen, family=f"sm_{family}f")
+    return [cell]
 
 
 def report_cells(r: Report, sm: int, status: VersionStatus) -> list[dict[str, Any]]:

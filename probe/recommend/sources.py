@@ -24,7 +24,7 @@ from probe.matrix.io import read_gzip_text
 from probe.matrix.scan_predictions import is_static_predictions, predicted_cell_dicts
 from probe.recommend import evidence_cache
 from probe.recommend.images import IMAGE_PACKAGES
-from probe.recommend.report_match import report_cells
+from probe.recommend.report_match import kin, kin_cells, report_cells
 from probe.recommend.types import EvidenceCell, LoadedEvidence
 from probe.reports.base import load_reports
 from probe.reports.ranges import version_status
@@ -46,20 +46,28 @@ def reported_cells(
     files: Sequence[str | os.PathLike[str]] | None = None,
     gpus: Iterable[int] | None = None,
 ) -> list[EvidenceCell]:
-    """The field reports as evidence cells (:func:`probe.recommend.report_match.report_cells`), each
+    """The field reports as evidence cells (:func:`probe.recommend.report_match.report_cells`, and
+    :func:`~probe.recommend.report_match.kin_cells` on the seen GPUs' family siblings), each
     carrying what it ``applies`` to. A report counts on a GPU only where its version range includes
     that GPU's versions in ``versions_by_sm`` (``{120: {"vllm": "0.33.0"}}``; a GPU not named: no
     version known, so open reports count and fixed ones do not). ``files``: extra report files
     (default ``$PROBE_REPORTS``); ``gpus``: only the cells of these GPUs (None: all)."""
     out = []
     only = set(gpus) if gpus is not None else None
-    for r in load_reports(files, only, check=False):
+    seen_on = None if only is None else only | {k for sm in only for k in kin(sm)}  # siblings' reports too
+    for r in load_reports(files, seen_on, check=False):
         for sm in r.gpus:
             if only is not None and sm not in only:
                 continue
             status = version_status(r, (versions_by_sm or {}).get(sm, {}))
             if status.applies:
                 out += [EvidenceCell(c, r.origin, None) for c in report_cells(r, sm, status)]
+        for sm in {k for g in r.gpus for k in kin(g)} - set(r.gpus):
+            if only is not None and sm not in only:
+                continue
+            status = version_status(r, (versions_by_sm or {}).get(sm, {}))
+            if status.applies:
+                out += [EvidenceCell(c, r.origin, None) for c in kin_cells(r, sm, status)]
     return out
 
 

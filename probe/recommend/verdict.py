@@ -267,8 +267,14 @@ def report_cells(
 
 
 def report_step(cells: list[EvidenceCell], req: Request) -> Step:
-    """Step 3: a field report of a failure rules the backend out; one of a success supports it."""
-    bad = [c for c in cells if c.failed]
+    """Step 3: a field report of a failure rules the backend out; one of a success supports it. A
+    failure seen on a family sibling (``applies.kin_of``) yields to a report of a success on this GPU
+    itself, and a failure seen here is named before a sibling's."""
+    here_ok = any(c.ok and not c.get("applies", {}).get("kin_of") for c in cells)
+    bad = sorted(
+        (c for c in cells if c.failed and not (here_ok and c.get("applies", {}).get("kin_of"))),
+        key=lambda c: bool(c.get("applies", {}).get("kin_of")),
+    )
     if bad:
         c = bad[0]
         how = report_match.scope(c, req)
