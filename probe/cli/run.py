@@ -284,6 +284,10 @@ def execute(args: argparse.Namespace) -> int:
     from probe.run import RunInterrupted, prepare, run_plan
 
     _check_budget(args)
+    if args.output:  # a FIFO, device or folder is refused before the run, not after it
+        from probe.cli.flags import output_file
+
+        output_file(args.output, "-o")
     printer = Printer(args.budget, time.monotonic())
     opts = options_from_args(args, _build_plan(args), printer)
     if args.dry_run:

@@ -28,10 +28,22 @@ _NOT_AS_DUMPED = re.compile(r"[^\n -~]")  # what json.dumps(ensure_ascii=True) n
 #: fields a summary leaves out (bulky, and used only where the full cell is read)
 BULKY = ("log_excerpt", "params", "details")
 #: the entries of ``details`` a summary keeps: what the recommender reads (the ELF-scan verdict and
-#: its code, the quant variant, vLLM's expert class and selection, where vLLM's check refused) and a
-#: merge's history (tests/hostile/test_big_matrices.py checks the recommender answers the same)
+#: its code, the quant variant, vLLM's expert class and selection, where vLLM's check refused, what
+#: vLLM's own log picked per layer in an engine run) and a merge's history
+#: (tests/hostile/test_big_matrices.py checks the recommender answers the same)
 SUMMARY_DETAILS = frozenset(
-    ("verdict", "via", "variant", "experts_class", "selected", "file", "line", "check", "superseded")
+    (
+        "verdict",
+        "via",
+        "variant",
+        "experts_class",
+        "selected",
+        "file",
+        "line",
+        "check",
+        "superseded",
+        "engine",
+    )
 )
 
 

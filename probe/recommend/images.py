@@ -105,11 +105,17 @@ def missing_package(c: EvidenceCell) -> str | None:
     return None
 
 
-def _scan_refuses(mine: list[EvidenceCell], req: Request, role: str, backend: str, fa: Any) -> bool:
+def _scan_refuses(
+    scans: list[EvidenceCell], req: Request, key: tuple[str, str, Any], memo: dict[tuple[str, str, Any], bool]
+) -> bool:
+    """Whether this image's ELF scan says the (role, backend, FA version) kernels do not load here (the
+    scan's cells only, each answer kept: ``bind`` asks once per backend, not once per cell)."""
     from probe.recommend.verdict import scan_cell
 
-    cell = scan_cell(mine, req, role, backend, fa)
-    return cell is not None and cell.failed
+    if key not in memo:
+        cell = scan_cell(scans, req, *key)
+        memo[key] = cell is not None and cell.failed
+    return memo[key]
 
 
 def _halves_of(c: EvidenceCell) -> list[tuple[str, str, Any]]:
@@ -124,12 +130,14 @@ def _halves_of(c: EvidenceCell) -> list[tuple[str, str, Any]]:
     return []
 
 
-def other_build_without_kernels(mine: list[EvidenceCell], req: Request, c: EvidenceCell) -> bool:
+def other_build_without_kernels(
+    scans: list[EvidenceCell], req: Request, c: EvidenceCell, memo: dict[tuple[str, str, Any], bool]
+) -> bool:
     """A success of another image (a report, a measured run elsewhere) for a backend whose kernels this
-    image's scan says do not load here."""
+    image's scan (``scans``: its cells) says do not load here."""
     if not c.ok or c.get("here") or c.evidence not in ("reported", "measured"):
         return False
-    return any(_scan_refuses(mine, req, role, b, fa) for role, b, fa in _halves_of(c))
+    return any(_scan_refuses(scans, req, half, memo) for half in _halves_of(c))
 
 
 def bind(mine: list[EvidenceCell], req: Request, image: Image | None) -> list[EvidenceCell]:
@@ -151,4 +159,8 @@ def bind(mine: list[EvidenceCell], req: Request, image: Image | None) -> list[Ev
             if c.get("outcome") == "import_error":
                 c = replace(c, lacked=missing_package(c) or "?")  # that image's packaging, not the backend
         out.append(c)
-    return [c for c in out if not other_build_without_kernels(out, req, c)]
+    from probe.recommend.verdict import is_scan
+
+    scans = [c for c in out if is_scan(c)]
+    memo: dict[tuple[str, str, Any], bool] = {}
+    return [c for c in out if not other_build_without_kernels(scans, req, c, memo)]

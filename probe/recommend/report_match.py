@@ -104,7 +104,33 @@ def applies(c: EvidenceCell, req: Request) -> bool:
         return False
     if any(is_model(req, m) for m in a.get("superseded_for") or ()):
         return False  # vLLM's own check accepts it for this model at a newer version than the refusal's
+    if c.ok and not _same_experts(c, req):
+        return False
     return not a.get("model_specific") or any(is_model(req, m) for m in a.get("models") or ())
+
+
+def _seen_activation(model: Any) -> str:
+    """The experts' activation of the model a report was seen on: its catalog profile's, else vLLM's
+    common gated SiLU (a report that says nothing of it was, nearly always, on such a model)."""
+    from probe.catalog.models import find_profile
+
+    prof = find_profile(model) if isinstance(model, str) else None
+    return (prof.moe.activation if prof is not None and prof.moe else None) or "silu"
+
+
+def _same_experts(c: EvidenceCell, req: Request) -> bool:
+    """A success seen on another model speaks for this one only where their experts compute the same
+    activation (a report that states its activation is matched by ``features_fit``): kernels proven on
+    SiLU experts say nothing of GELU ones."""
+    mine = req.profile.moe.activation if req.profile.moe else None
+    if (
+        c.kind == "attention"
+        or mine is None
+        or "activation" in ((c.get("applies") or {}).get("features") or {})
+    ):
+        return True
+    model = c.get("model")
+    return (model is not None and is_model(req, model)) or _seen_activation(model) == mine
 
 
 def scope(c: EvidenceCell, req: Request) -> str | None:

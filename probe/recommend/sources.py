@@ -29,6 +29,7 @@ from probe.recommend.types import EvidenceCell, LoadedEvidence
 from probe.reports.base import load_reports
 from probe.reports.ranges import version_status
 from probe.reports.record import PACKAGED
+from probe.userfile import read_text
 from probe.versions import version_key
 
 log = logging.getLogger(__name__)
@@ -269,7 +270,7 @@ def _read_document(f: Path, only_sm: int | None = None) -> dict[str, Any] | None
     """The parsed file; None for a measured matrix of another GPU than ``only_sm`` (nothing in it
     concerns the asked GPU)."""
     try:
-        text = read_gzip_text(f) if f.name.endswith(".gz") else f.read_text(encoding="utf-8")
+        text = read_gzip_text(f) if f.name.endswith(".gz") else read_text(f, what="matrix")
         if _other_gpu_head(text, only_sm):
             return None
         doc = safejson.loads(text)

@@ -138,6 +138,4 @@ def test_the_docs_show_the_current_coverage_table():
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "reports.md").read_text()
     table = coverage_markdown(packaged_reports())
-    assert table.strip() in page, (
-        "regenerate: probe reports --coverage --format md (docs/reports.md)"
-    )
+    assert table.strip() in page, "regenerate: probe reports --coverage --format md (docs/reports.md)"
