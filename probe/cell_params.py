@@ -200,6 +200,10 @@ class _EngineBacked:
         return 1
 
     @property
+    def effective_dp(self) -> int:
+        return 1
+
+    @property
     def expert_parallel(self) -> bool:
         return False
 
@@ -245,8 +249,8 @@ class AttentionParams(_EngineBacked, _WireParams):
 class EngineParams(_EngineBacked, _WireParams):
     """A 1-2-layer engine of a model profile with an explicit MoE x attention pairing; with
     ``tensor_parallel_size`` > 1 one rank per GPU (``enable_expert_parallel``: the MoE sharded by
-    experts instead of by width). Both are left out of the wire while None (TP=1 cells keep their
-    historical parameters)."""
+    experts instead of by width), with ``data_parallel_size`` > 1 one engine per DP rank. All three are
+    left out of the wire while None (TP=1 cells keep their historical parameters)."""
 
     KIND: ClassVar[CellKind] = CellKind.ENGINE
     _OPTIONAL: ClassVar[frozenset[str]] = frozenset(
@@ -257,6 +261,7 @@ class EngineParams(_EngineBacked, _WireParams):
             "engine_args",
             "tensor_parallel_size",
             "enable_expert_parallel",
+            "data_parallel_size",
         }
     )
 
@@ -272,10 +277,18 @@ class EngineParams(_EngineBacked, _WireParams):
     gpu_memory_utilization: float | None = None
     tensor_parallel_size: int | None = None
     enable_expert_parallel: bool | None = None
+    #: > 1: one engine per data-parallel rank (vLLM's offline DP recipe), each of tensor_parallel_size GPUs;
+    #: with expert parallelism the MoE runs over tp x dp ranks through the all2all backend
+    #: (``engine_args.all2all_backend``)
+    data_parallel_size: int | None = None
 
     @property
     def effective_tp(self) -> int:
         return 1 if self.tensor_parallel_size is None else self.tensor_parallel_size
+
+    @property
+    def effective_dp(self) -> int:
+        return 1 if self.data_parallel_size is None else self.data_parallel_size
 
     @property
     def expert_parallel(self) -> bool:

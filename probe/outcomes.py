@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import Any
 
 
 class Outcome(str, Enum):
@@ -29,6 +30,16 @@ class Outcome(str, Enum):
     def failed(self) -> bool:
         """A real failure of the probed stack (not ok, not skipped, not unmeasured)."""
         return self not in (Outcome.OK, Outcome.SKIPPED, Outcome.NOT_RUN)
+
+
+class StackFailure(RuntimeError):
+    """The probed stack failed in a process probe supervises (a data-parallel rank of an engine cell):
+    raised by probe's code to hand that failure, with ``details``, to the sandbox's classifier, which
+    reads the cause from the cell's log. Never attributed to probe as its own bug."""
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.details = details or {}
 
 
 OUTCOME_HELP: dict[Outcome, str] = {

@@ -3,11 +3,12 @@
 
     python3 scripts/assemble_matrix.py [LABEL=]JOURNAL... -o MATRIX [options]
 
-A journal is what ``probe run --journal`` writes (plain or ``.gz``): a header line per start or resume
-and one ``CellResult`` per cell. Journals are read in the order given, oldest first: a cell's row in a
-later journal replaces its row from an earlier one (within one journal the first row of a cell counts,
-as ``probe run --resume`` reads it). Cells keep the position of their first appearance, or the plan's
-order with ``--plan``.
+A journal is what ``probe run --journal`` writes (plain or ``.gz``): a header line per start or resume and
+one ``CellResult`` per cell; a matrix ``probe run -o`` wrote stands in for a lost journal (its measured
+cells are read as rows, it has no header). Journals are read in the order given, oldest first: a cell's row
+in a later journal replaces its row from an earlier one (within one journal the first row of a cell counts,
+as ``probe run --resume`` reads it). Cells keep the position of their first appearance, or the plan's order
+with ``--plan``.
 
 Choosing rows (SEL is a glob matched against a journal's LABEL and its file name; the label defaults to
 the file name; several journals may share a label; COND is ``FIELD=VALUE`` (equal) or ``FIELD~TEXT``
@@ -137,13 +138,35 @@ def parse_detail(text: str) -> Rule:
     return Rule(selector, detail=(key, value))
 
 
+def _matrix_rows(path: Path, text: str) -> list[CellResult] | None:
+    """The measured cells of a matrix ``probe run -o`` wrote, as journal rows (for a run whose journal
+    was lost but whose matrix was kept); None when ``text`` is not such a matrix."""
+    if not text.lstrip().startswith("{") or "\n{" in text.strip():
+        return None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list) or "schema_version" not in doc:
+        return None
+    fields = set(CellResult.model_fields)
+    cells = [c for c in doc["cells"] if isinstance(c, dict) and c.get("evidence", "measured") == "measured"]
+    try:
+        return [CellResult.model_validate({k: v for k, v in c.items() if k in fields}) for c in cells]
+    except ValueError as exc:
+        raise BadInputError(f"matrix {path}: a cell is not a result row: {exc}") from exc
+
+
 def read_journal(path: Path) -> tuple[list[dict[str, Any]], list[CellResult]]:
-    """Header lines and cell rows of a journal (plain or gzip)."""
+    """Header lines and cell rows of a journal (plain or gzip), or the measured cells of a matrix."""
     try:
         raw = path.read_bytes()
         text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8")
     except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise BadInputError(f"cannot read journal {path}: {exc}") from exc
+    from_matrix = _matrix_rows(path, text)
+    if from_matrix is not None:
+        return [], from_matrix
     headers: list[dict[str, Any]] = []
     rows: list[CellResult] = []
     for n, line in enumerate(text.splitlines(), 1):

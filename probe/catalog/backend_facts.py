@@ -72,6 +72,7 @@ def parse_facts(raw: Any, where: str, kind: str) -> VllmFacts:
         kind != "moe" or (facts.since is not None and bool(facts.quants)),
         f"{where}: a MoE backend needs since and quants",
     )
+    need(kind != "all2all" or facts.since is not None, f"{where}: an all2all backend needs since")
     return facts
 
 
@@ -186,7 +187,7 @@ class NotCovered:
     @classmethod
     def parse(cls, raw: Any, where: str) -> NotCovered:
         f = Fields(raw, where, ("kind", "name", "match", "reason", "family"), required=("kind", "reason"))
-        kind, reason = f.choice("kind", ("moe", "attention")), f.text("reason")
+        kind, reason = f.choice("kind", ("moe", "attention", "all2all")), f.text("reason")
         entry = cls(kind, reason, f.text("name", None), f.regex("match", None), f.text("family", None))
         need((entry.name is None) != (entry.match is None), f"{where}: a name or a match, one of them")
         return entry

@@ -1,4 +1,5 @@
-"""The backend catalog (``probe/data/backends.json``): one record per vLLM MoE / attention backend.
+"""The backend catalog (``probe/data/backends.json``): one record per vLLM MoE / attention / EP all2all
+backend.
 
 A record says everything probe knows of one backend (FLASH_ATTN: one record per FlashAttention
 version), so adding a backend is one record (CONTRIBUTING.md):
@@ -34,14 +35,14 @@ from probe.catalog.fields import Fields, need
 from probe.catalog.scan_rules import MODES, ScanRule, parse_scan_rule
 
 FILE = "backends.json"
-KINDS = ("moe", "attention")
+KINDS = ("moe", "attention", "all2all")
 WARM = ("layout", "module")
 
 
 @dataclass(frozen=True)
 class Backend:
     id: str
-    kind: str  # "moe" | "attention"
+    kind: str  # "moe" | "attention" | "all2all" (expert-parallel dispatch / combine, DP + EP only)
     name: str  # as vLLM spells it (--moe-backend value, AttentionBackendEnum member)
     label: str
     family: str  # the coverage-table column of its field reports

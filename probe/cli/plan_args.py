@@ -76,6 +76,11 @@ def add_plan_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup
         default=",".join(map(str, DEFAULT_FA)),
         help="FlashAttention versions for FLASH_ATTN cells (default: %(default)s)",
     )
+    _add_engine_arguments(g)
+
+
+def _add_engine_arguments(g: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The flags of engine cells: pairs, quant, layers, extra engine arguments, the parallel layouts."""
     g.add_argument(
         "--pairs",
         default=None,
@@ -103,6 +108,20 @@ def add_plan_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup
         "GPUs nvidia-smi shows: 2 on 2 GPUs, 2 and 4 on 4, up to 8); sizes > 1 run one rank per GPU, MoE "
         "models also with enable_expert_parallel, and are planned only when that many GPUs are visible "
         "unless --force-multi-gpu",
+    )
+    g.add_argument(
+        "--engine-dp",
+        default="",
+        metavar="N[,N...]",
+        help="also plan expert-parallel engines of MoE models at these data-parallel sizes (one engine per "
+        "DP rank, vLLM's offline DP recipe), one cell per all2all backend of --all2all; off by default",
+    )
+    g.add_argument(
+        "--all2all",
+        default="all",
+        metavar="all|NAME[,NAME...]",
+        help="the --all2all-backend values of --engine-dp cells (default all: every one probe's catalog "
+        "knows; those whose package the image lacks end not_run, names this vLLM removed end skipped)",
     )
     g.add_argument(
         "--force-multi-gpu",
@@ -163,7 +182,8 @@ def plan_options(args: argparse.Namespace) -> PlanOptions:
 
     tp_text = getattr(args, "engine_tp", "1")
     kinds = tuple(_csv(args.kinds))
-    wants_gpus = "engine" in kinds and tp_text.strip() != "1"
+    dp_text = getattr(args, "engine_dp", "") or ""
+    wants_gpus = "engine" in kinds and (tp_text.strip() != "1" or bool(dp_text.strip()))
     visible = visible_gpu_count() if wants_gpus else None
     return PlanOptions(
         kinds=kinds,
@@ -179,6 +199,8 @@ def plan_options(args: argparse.Namespace) -> PlanOptions:
         engine_layers=args.engine_layers,
         engine_args=parse_engine_args(getattr(args, "engine_args", None)),
         engine_tp=engine_tp_sizes(tp_text, visible),
+        engine_dp=_ints(dp_text, "--engine-dp") if dp_text.strip() else (),
+        all2all=_all_or(getattr(args, "all2all", "all")),
         visible_gpus=visible,
         force_multi_gpu=bool(getattr(args, "force_multi_gpu", False)),
         vllm_search_path=_search_path(getattr(args, "python", None)),

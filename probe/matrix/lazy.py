@@ -46,11 +46,16 @@ SUMMARY_DETAILS = frozenset(
     )
 )
 
+#: the entries of ``params`` a summary keeps: an engine run's parallel layout beyond its ``tp`` field
+#: (the recommender answers a question from runs at the asked layout)
+SUMMARY_PARAMS = frozenset(("enable_expert_parallel", "data_parallel_size"))
+
 
 def summary(cell: Cell, strings: dict[str, str] | None = None) -> dict[str, Any]:
     """The cell as a JSON-shaped dict without its bulky fields: fields that are not None or empty,
-    ``outcome`` as its string, and of ``details`` the :data:`SUMMARY_DETAILS`. ``strings``: where
-    equal strings are stored once (root causes and hints repeat)."""
+    ``outcome`` as its string, of ``details`` the :data:`SUMMARY_DETAILS` and of ``params`` the
+    :data:`SUMMARY_PARAMS`. ``strings``: where equal strings are stored once (root causes and hints
+    repeat)."""
     out: dict[str, Any] = {}
     for name, v in cell.__dict__.items():  # (the fields; faster than one getattr each)
         if v is None or v == {} or v == [] or name in BULKY:
@@ -62,6 +67,9 @@ def summary(cell: Cell, strings: dict[str, str] | None = None) -> dict[str, Any]
     det = {k: v for k, v in cell.details.items() if k in SUMMARY_DETAILS}
     if det:
         out["details"] = det
+    par = {k: v for k, v in cell.params.items() if k in SUMMARY_PARAMS}
+    if par:
+        out["params"] = par
     return out
 
 

@@ -54,11 +54,12 @@ def result(
     degraded: list[str] | None = None,
     hint: str | None = None,
 ) -> dict[str, Any]:
-    """The probe -> sandbox record; ``outcome`` is one of ok / wrong_output / unsupported / skipped."""
+    """The probe -> sandbox record; ``outcome`` is one of ok / wrong_output / unsupported / skipped /
+    not_run (planned, not measured: what it needs is not in the image)."""
     oc = Outcome(outcome)
-    if oc not in (Outcome.OK, Outcome.WRONG_OUTPUT, Outcome.UNSUPPORTED, Outcome.SKIPPED):
+    if oc not in (Outcome.OK, Outcome.WRONG_OUTPUT, Outcome.UNSUPPORTED, Outcome.SKIPPED, Outcome.NOT_RUN):
         raise ValueError(
-            f"a probe returns ok/wrong_output/unsupported/skipped, not {oc.value}; "
+            f"a probe returns ok/wrong_output/unsupported/skipped/not_run, not {oc.value}; "
             "other outcomes come from the sandbox's classifier"
         )
     if oc is not Outcome.OK and not reason:
@@ -77,6 +78,12 @@ def result(
 
 def skipped(reason: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
     return result(Outcome.SKIPPED, reason, details=details)
+
+
+def not_run(reason: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A cell that cannot be measured in this image (a package it needs is absent): unknown, never a
+    failure of the backend."""
+    return result(Outcome.NOT_RUN, reason, details=details)
 
 
 def unsupported(reason: str, details: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from probe.probes.engine_build import (
     build_llm,
     engine_kwargs,
     inspect_model,
+    prepare_llm,
     shutdown,
     unknown_engine_args,
 )
@@ -323,7 +324,27 @@ def run(params: dict[str, Any], ctx: ProbeContext) -> dict[str, Any]:
         details["probe_error"] = "reduced config: " + "; ".join(problems)
         return skipped(f"probe's reduced config cannot be split at TP {p.effective_tp}: {problems[0]}")
     vocab = int(text_config_of(cfg)["vocab_size"])
+    if p.effective_dp > 1:
+        return _data_parallel(cfg, p, ctx, details, vocab)
     return _build_and_generate(cfg, p, ctx, details, vocab, p.effective_tokens)
+
+
+def _data_parallel(
+    cfg: dict[str, Any], p: EngineParams, ctx: ProbeContext, details: dict[str, Any], vocab: int
+) -> dict[str, Any]:
+    """One engine per data-parallel rank (:mod:`probe.probes.engine_dp`), each checked as a TP engine is."""
+    from probe.probes import engine_dp
+
+    early = engine_dp.all2all_precheck(p)
+    if early is not None:
+        early["details"].update(details)
+        return early
+    prepared = prepare_llm(cfg, p, ctx, details)
+    if isinstance(prepared, dict):
+        return prepared
+    model_dir, kw = prepared
+    check = (_generate_check, inspect_model, shutdown, vocab, p.effective_tokens)
+    return engine_dp.run_ranks(model_dir, kw, p, ctx, details, check)
 
 
 def _build_and_generate(

@@ -136,10 +136,15 @@ def parallel_skip_reason(
 ) -> str | None:
     """Why a tensor- / expert-parallel cell cannot run here (too few GPUs, an engine argument this vLLM
     lacks), or None."""
-    tp = p.effective_tp
-    if tp > 1 and visible_gpus < tp:
-        return f"tensor_parallel_size={tp} needs {tp} GPUs; torch sees {visible_gpus}"
-    for name, wanted in (("tensor_parallel_size", tp > 1), ("enable_expert_parallel", p.expert_parallel)):
+    tp, dp = p.effective_tp, p.effective_dp
+    if tp * dp > 1 and visible_gpus < tp * dp:
+        what = f"tensor_parallel_size={tp}" + (f" x data_parallel_size={dp}" if dp > 1 else "")
+        return f"{what} needs {tp * dp} GPUs; torch sees {visible_gpus}"
+    for name, wanted in (
+        ("tensor_parallel_size", tp > 1),
+        ("enable_expert_parallel", p.expert_parallel),
+        ("data_parallel_size", dp > 1),
+    ):
         if wanted and name not in arg_names:
             return f"this vLLM has no engine argument {name} (--{name.replace('_', '-')})"
     return None
@@ -173,26 +178,26 @@ def _precheck(p: AttentionParams | EngineParams, details: dict[str, Any]) -> dic
             f"vLLM {vllm.__version__} has no engine argument {', '.join(missing)} "
             f"(--{missing[0].replace('_', '-')}): this variant does not apply to it"
         )
-    if p.effective_tp > 1 or p.expert_parallel:
+    if p.effective_tp > 1 or p.expert_parallel or p.effective_dp > 1:
         visible = torch.cuda.device_count()
         details["parallel"] = {
             "tensor_parallel_size": p.effective_tp,
             "enable_expert_parallel": p.expert_parallel,
             "visible_gpus": visible,
         }
+        if p.effective_dp > 1:
+            details["parallel"]["data_parallel_size"] = p.effective_dp
         reason = parallel_skip_reason(p, visible, engine_arg_names())
         if reason:
             return skipped(reason)
     return None
 
 
-def build_llm(
+def prepare_llm(
     config: dict[str, Any], p: AttentionParams | EngineParams, ctx: ProbeContext, details: dict[str, Any]
-) -> tuple[Any, float] | dict[str, Any]:
-    """LLM(...) or a ready `skipped` / `unsupported` result when this vLLM or host cannot take the
-    configuration, or vLLM refuses it cleanly."""
-    from probe.probes import vllm_compat
-
+) -> tuple[str, dict[str, Any]] | dict[str, Any]:
+    """The model folder and LLM(...) keyword arguments of a cell, or a ready `skipped` /
+    `unsupported` result when this vLLM or host cannot take the configuration."""
     ctx.phase("import")
     import torch
 
@@ -211,6 +216,22 @@ def build_llm(
         # the multimodal processor (it would need a tokenizer / image processor from the model dir)
         kw.update(language_model_only_kwargs())
     details["llm_kwargs"] = kw
+    return model_dir, kw
+
+
+def build_llm(
+    config: dict[str, Any], p: AttentionParams | EngineParams, ctx: ProbeContext, details: dict[str, Any]
+) -> tuple[Any, float] | dict[str, Any]:
+    """LLM(...) or a ready `skipped` / `unsupported` result when this vLLM or host cannot take the
+    configuration, or vLLM refuses it cleanly."""
+    import vllm
+
+    from probe.probes import vllm_compat
+
+    prepared = prepare_llm(config, p, ctx, details)
+    if isinstance(prepared, dict):
+        return prepared
+    model_dir, kw = prepared
     ctx.phase("engine_init")
     t0 = time.perf_counter()
     try:

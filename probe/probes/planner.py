@@ -97,6 +97,10 @@ class PlanOptions:
     #: tensor-parallel sizes of engine cells; a size > 1 is planned only when ``visible_gpus`` has that
     #: many GPUs (None: unknown) or ``force_multi_gpu``; MoE models also get an expert-parallel variant
     engine_tp: tuple[int, ...] = (1,)
+    #: data-parallel sizes of expert-parallel engine cells of MoE models (one engine per DP rank, TP 1),
+    #: one cell per all2all backend in ``all2all`` (None: every catalog record); () plans none
+    engine_dp: tuple[int, ...] = ()
+    all2all: tuple[str, ...] | None = None
     visible_gpus: int | None = None
     force_multi_gpu: bool = False
     #: where to read the installed vLLM's source (the site-packages of ``probe run --python``; None: this
@@ -122,6 +126,10 @@ def check_options(opts: PlanOptions) -> None:
     _positive("experts", opts.experts)
     _positive("tp", opts.tp)
     _positive("engine_tp", opts.engine_tp)
+    if opts.engine_dp:
+        _positive("engine_dp", opts.engine_dp)
+    if opts.all2all is not None:
+        _unknown("all2all", opts.all2all, tuple(all2all_names()))
     _positive("fa_versions", opts.fa_versions)
     if any(f not in FA_VERSIONS for f in opts.fa_versions):
         raise OptionError("fa_versions", "takes 2, 3 and/or 4")
@@ -317,10 +325,17 @@ def engine_parallel_variants(opts: PlanOptions, model: Any) -> list[tuple[int, b
     return out
 
 
+def all2all_names() -> list[str]:
+    """The expert-parallel all2all backends of the catalog (vLLM's ``--all2all-backend`` values)."""
+    from probe.catalog.backends import catalog
+
+    return catalog().names("all2all")
+
+
 def _engine_cell(
-    m: Any, pair: EnginePair, extra: dict[str, str], quant: str, layers: int, par: tuple[int, bool]
+    m: Any, pair: EnginePair, extra: dict[str, str], quant: str, layers: int, par: tuple[int, bool, int]
 ) -> CellSpec:
-    tp, ep = par
+    tp, ep, dp = par
     params = EngineParams(
         model=m.slug,
         moe_backend=pair.moe,
@@ -331,18 +346,47 @@ def _engine_cell(
         engine_args=extra,
         tensor_parallel_size=tp if tp > 1 else None,
         enable_expert_parallel=True if ep else None,
+        data_parallel_size=dp if dp > 1 else None,
     )
     fa_tag = f"/fa{pair.fa_version}" if pair.fa_version else ""
-    par_tag = (f"/tp={tp}" if tp > 1 else "") + ("/ep" if ep else "")
+    par_tag = (f"/tp={tp}" if tp > 1 else "") + (f"/dp={dp}" if dp > 1 else "") + ("/ep" if ep else "")
     cid = f"engine/{m.slug}/{quant}/{pair.moe}+{pair.attention}{fa_tag}{_args_tag(extra)}{par_tag}"
-    if tp == 1:
+    if tp * dp == 1:
         return _engine_backed_cell(cid, ENGINE_TARGET, params, ENGINE_MEM_GIB)
-    budget = CellBudget(timeout_s=MULTI_GPU_ENGINE_TIMEOUT_S, mem_gib=ENGINE_MEM_GIB, exclusive=True, gpus=tp)
+    gpus = tp * dp
+    budget = CellBudget(
+        timeout_s=MULTI_GPU_ENGINE_TIMEOUT_S, mem_gib=ENGINE_MEM_GIB, exclusive=True, gpus=gpus
+    )
     return CellSpec.make(cid, ENGINE_TARGET, params, budget, env=ENGINE_ENV, isolate=True)
 
 
+def _dp_cells(opts: PlanOptions, m: Any, quant: str, pairs: list[EnginePair]) -> list[CellSpec]:
+    """Expert-parallel engines at each ``engine_dp`` size (TP 1), one per all2all backend: the first
+    pairing only unless ``--pairs`` named them (the all2all, not the kernels, is under test)."""
+    if not m.is_moe or not opts.engine_dp:
+        return []
+    chosen = list(opts.pairs) if opts.pairs else pairs[:1]
+    names = list(opts.all2all) if opts.all2all is not None else all2all_names()
+    out: list[CellSpec] = []
+    for dp in opts.engine_dp:
+        if dp < 2:
+            continue
+        if not opts.force_multi_gpu and (opts.visible_gpus or 0) < dp:
+            log.warning(
+                "engine cells at DP=%d need %d GPUs, %s visible: not planned", dp, dp, opts.visible_gpus
+            )
+            continue
+        for extra in engine_variants(m, opts.engine_args):
+            for pair in chosen:
+                for name in names:
+                    args = {**extra, "all2all_backend": name}
+                    out.append(_engine_cell(m, pair, args, quant, opts.engine_layers, (1, True, dp)))
+    return out
+
+
 def _engine_cells(opts: PlanOptions, models: list[Any]) -> list[CellSpec]:
-    """Per model: each pairing, for each engine-argument variant, at each parallel layout."""
+    """Per model: each pairing, for each engine-argument variant, at each parallel layout; then the
+    data-parallel expert-parallel cells (one per all2all backend)."""
     out: list[CellSpec] = []
     for m in models:
         quant = opts.engine_quant or m.quant
@@ -350,7 +394,10 @@ def _engine_cells(opts: PlanOptions, models: list[Any]) -> list[CellSpec]:
         layouts = engine_parallel_variants(opts, m)
         for extra in engine_variants(m, opts.engine_args):
             for pair in pairs:
-                out += [_engine_cell(m, pair, extra, quant, opts.engine_layers, par) for par in layouts]
+                out += [
+                    _engine_cell(m, pair, extra, quant, opts.engine_layers, (tp, ep, 1)) for tp, ep in layouts
+                ]
+        out += _dp_cells(opts, m, quant, pairs)
     return out
 
 

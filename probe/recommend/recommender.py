@@ -18,7 +18,18 @@ from pathlib import Path
 from probe.catalog import models as catalog_models
 from probe.catalog.backends import BackendCatalog, catalog
 from probe.catalog.profile import ModelProfile
-from probe.recommend import cautions, distance, explain, halves, images, needs, report_match, select, verdict
+from probe.recommend import (
+    cautions,
+    distance,
+    explain,
+    halves,
+    images,
+    layout,
+    needs,
+    report_match,
+    select,
+    verdict,
+)
 from probe.recommend.answer_version import ScanFacts, read_scan, scan_facts
 from probe.recommend.gather import AskedCells, about, family_runs, gather
 from probe.recommend.halves import Half
@@ -50,38 +61,20 @@ def model_profile(model: str, quant: str | None) -> ModelProfile:
 def _engine_pairs(
     rel: select.Relevant, req: Request, basis: str, warnings: list[str], gpu_name: str
 ) -> list[Pair]:
-    """Engine runs of this model that worked (minus failed ones); with ``--tp N`` > 1, runs at TP=N first
-    (with ``--ep``, those with expert parallelism), else the single-GPU runs (said in a warning). Speeds
-    are compared within one GPU: scores of runs on another GPU name than the answer's are dropped."""
+    """Engine runs of this model that worked (minus failed ones) at the asked layout: ``--tp N`` /
+    ``--dp N`` runs for a multi-GPU question (with ``--ep``, those with expert parallelism), single-GPU
+    runs for a single-GPU one; with no run at the asked layout, the single-GPU runs (said in a warning).
+    Speeds are compared within one GPU: scores of runs on another GPU name than the answer's are
+    dropped."""
     failed = select.failed_pair_keys(rel.engine, basis)
     pairs = [
         p
         for p in select.engine_pairs(rel.engine, req, basis)
         if (p.moe, p.attn, args_key(p.args)) not in failed
     ]
-    if req.tp and req.tp > 1 and basis == "measured":
-        at_tp = [p for p in pairs if p.cells[0].get("tp") == req.tp]
-        if not at_tp:
-            warnings.append(
-                f"no TP={req.tp} engine run of {req.name} on sm_{req.sm}: the answer is emulated from "
-                f"single-GPU evidence (MoE kernels at I/{req.tp} per shard, attention per GPU)"
-            )
-        else:
-            pairs = _expert_parallel(at_tp, req, warnings)
+    if basis == "measured":
+        pairs = layout.at_layout(pairs, req, warnings)
     return select.one_gpu_scores(pairs, gpu_name)
-
-
-def _expert_parallel(pairs: list[Pair], req: Request, warnings: list[str]) -> list[Pair]:
-    """Of the runs at the asked TP, those with (``--ep``) or without expert parallelism, when there are."""
-    ep = [p for p in pairs if (p.cells[0].get("params") or {}).get("enable_expert_parallel")]
-    if not req.deploy.ep:
-        return [p for p in pairs if p not in ep] or pairs
-    if not ep:
-        warnings.append(
-            f"no TP={req.tp} + expert-parallel engine run of {req.name} on sm_{req.sm}: the answer comes "
-            f"from TP={req.tp} runs without expert parallelism"
-        )
-    return ep or pairs
 
 
 def _gpu_count_warnings(best: Pair, req: Request) -> list[str]:
@@ -144,6 +137,8 @@ def _answer(
         + _gpu_count_warnings(best, req)
     )
     ruled_out = explain.ruled_out_backends(ladder.ruled, _chosen_keys(best), req)
+    a2a_ruled, a2a_notes = layout.all2all_ruled_out(mine, req)
+    ruled_out += a2a_ruled
     roles = {"moe": best.moe, "attention": best.attn}
     need = needs.needs(best, req, mine, ctx.family, ctx.scanned)
     fix = needs.report_workarounds(best, req, report_match.request_features(req), ctx.report_files, res)
@@ -172,6 +167,7 @@ def _answer(
         halves=halves,
         ranked_below=_ranked_below(pairs, prefs),
         warnings=list(dict.fromkeys(warnings)),
+        notes=[*base.notes, *a2a_notes],
     )
 
 

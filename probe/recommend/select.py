@@ -8,6 +8,7 @@ from typing import Any
 
 from probe.catalog.backends import BackendCatalog
 from probe.recommend import report_match
+from probe.recommend.layout import layout_fits
 from probe.recommend.types import (
     EVIDENCE_RANK,
     ArgsKey,
@@ -121,7 +122,7 @@ def engine_relevant(c: EvidenceCell, req: Request) -> bool:
         c.kind == "engine"
         and req.is_model(c.get("model"))
         and _quant_ok(c.get("quant"), req.quant)
-        and (req.tp is None or c.get("tp") in (None, req.tp))
+        and layout_fits(c, req)
     )
 
 

@@ -95,8 +95,9 @@ class ChildReport:
 def probe_code_location(error: dict[str, Any] | None, dirs: list[Path] | None = None) -> str | None:
     """``file:line`` (relative to the probe package's parent) when ``error`` was raised in probe's own
     code (``PROBE_CODE_DIRS``), else None. ImportErrors are never attributed to probe: a missing or
-    renamed backend module is what the ``import_error`` / ``api_mismatch`` outcomes report."""
-    if not isinstance(error, dict) or error.get("import_error"):
+    renamed backend module is what the ``import_error`` / ``api_mismatch`` outcomes report; a
+    :class:`probe.outcomes.StackFailure` hands on a failure of the probed stack."""
+    if not isinstance(error, dict) or error.get("import_error") or error.get("stack_failure"):
         return None
     frame = error.get("frame")
     if not isinstance(frame, dict) or not frame.get("file"):
@@ -192,7 +193,11 @@ def _details(
     details.update(report.details)
     details.update(report.extra)  # anything else the probe returned
     if report.error:
-        details["exception"] = report.error
+        error = dict(report.error)
+        known = error.pop("details", None)
+        if isinstance(known, dict):
+            details.update(known)  # what the probe knew of a failure it handed on (a DP engine's ranks)
+        details["exception"] = error
     if probe_bug_at:
         details["probe_error"] = True
     if run.done is not None and run.exit_code not in (None, 0) and worker == "isolated":

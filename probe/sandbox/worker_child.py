@@ -114,7 +114,10 @@ def _load(target: str) -> Any:
 
 def _innermost_frame(exc: BaseException) -> dict[str, Any]:
     """Where the exception was raised (the traceback's innermost frame), for probe-bug attribution;
-    ``import_error`` is set for ImportError (a missing / renamed backend module is not a probe bug)."""
+    ``import_error`` is set for ImportError (a missing / renamed backend module is not a probe bug),
+    ``stack_failure`` (with the failure's details) for :class:`probe.outcomes.StackFailure`."""
+    from probe.outcomes import StackFailure
+
     try:
         frames = traceback.extract_tb(exc.__traceback__)
     except Exception:  # a broken traceback must not lose the error report
@@ -125,6 +128,9 @@ def _innermost_frame(exc: BaseException) -> dict[str, Any]:
     out: dict[str, Any] = {"frame": {"file": last.filename, "line": last.lineno, "function": last.name}}
     if isinstance(exc, ImportError):
         out["import_error"] = True
+    if isinstance(exc, StackFailure):
+        out["stack_failure"] = True
+        out["details"] = exc.details
     return out
 
 

@@ -98,3 +98,13 @@ def test_errors_raised_outside_or_imports_are_not_flagged(cfg, monkeypatch):
     assert missing.details["exception"].get("import_error") is True
     assert "probe_error" not in missing.details
     assert missing.outcome is Outcome.IMPORT_ERROR
+
+
+@pytest.mark.parametrize("isolate", [False, True])
+def test_a_handed_on_stack_failure_is_classified_not_blamed_on_probe(cfg, monkeypatch, isolate):
+    monkeypatch.setattr(results, "PROBE_CODE_DIRS", [*results.PROBE_CODE_DIRS, FIXTURE_DIR])
+    r = one(cfg, T + "stack_failure", isolate=isolate)
+    assert r.details["exception"].get("stack_failure") is True
+    assert "probe_error" not in r.details and "probe's own code" not in (r.hint or "")
+    assert r.details["ranks"] == [{"rank": 1}]  # the probe's details of the failure are kept
+    assert r.outcome is Outcome.DEVICE_FAULT  # read from the log like any other failure

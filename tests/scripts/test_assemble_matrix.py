@@ -170,3 +170,18 @@ def test_the_docs_carry_the_same_rebuild_commands(stem: str):
     assert rebuild_commands(MEASURED / f"{stem}.provenance.md") in (ROOT / "docs" / "publish.md").read_text(
         encoding="utf-8"
     )
+
+
+def test_a_matrix_stands_in_for_a_lost_journal(tmp_path: Path):
+    a = _journal(tmp_path / "a.jsonl", _row("engine/x", "device_fault", root_cause="illegal memory access"))
+    first = _assemble(tmp_path, str(a))
+    kept = tmp_path / "kept.json.gz"
+    kept.write_bytes(gzip.compress(json.dumps(first).encode()))
+    b = _journal(tmp_path / "b.jsonl", _row("engine/y"))
+    m = _assemble(tmp_path, str(b), f"lost={kept}")
+    assert [(c["id"], c["outcome"]) for c in m["cells"]] == [("engine/y", "ok"), ("engine/x", "device_fault")]
+    assert m["cells"][1]["root_cause"] == "illegal memory access"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema_version": 1, "cells": [{"id": "engine/z"}]}))
+    with pytest.raises(am.BadInputError, match="not a result row"):
+        am.read_journal(bad)

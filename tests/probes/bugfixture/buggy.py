@@ -26,3 +26,14 @@ def missing_module(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
     import probe_no_such_backend_module  # noqa: F401
 
     return {}
+
+
+def stack_failure(params: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """A failure of a process the probe supervised, handed on from probe-side code (a DP engine rank)."""
+    import sys
+
+    from probe.outcomes import StackFailure
+
+    ctx.phase("engine_init")
+    print("torch.AcceleratorError: CUDA error: an illegal memory access was encountered", file=sys.stderr)
+    raise StackFailure("data-parallel rank 1 of 2 failed: torch.AcceleratorError", {"ranks": [{"rank": 1}]})
