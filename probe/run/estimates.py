@@ -3,9 +3,11 @@
 The history is ``probe run --estimates JOURNAL...`` (journals, ``.jsonl`` or ``.jsonl.gz``, or matrices)
 when given, else the measured matrices published with probe (:func:`history`). From it: the median
 ``wall_s`` of the same cell id; else the median of the same kind and backend (``moe/marlin``,
-``attention/FLASH_ATTN/fa3``, ``engine/auto+auto``, ``engine/auto+auto/tp=2/ep``: a JIT-compiling engine is
-not a default engine); else :data:`KIND_DEFAULT_S`. Rows that were not run or were copied from an earlier
-run (``details.reused_from``) are not measurements and are skipped. A warm worker's first cell also pays
+``attention/FLASH_ATTN/fa3``, ``engine/auto+auto``, ``engine/auto+auto/tp=2/ep``,
+``engine/auto+auto/dp=2/ep/deepep_low_latency``: a JIT-compiling engine is not a default engine); else
+:data:`KIND_DEFAULT_S`. Rows the budget or a compile stop cut short, and rows copied from an earlier run
+(``details.reused_from``), are not measurements and are skipped; a ``not_run`` the cell decided itself
+(the image lacks a package it needs) is one. A warm worker's first cell also pays
 the worker's start (torch + vLLM import, :data:`WORKER_START_S`); an isolated cell's estimate includes its
 own start.
 
@@ -50,9 +52,13 @@ def group_of(kind: str, params: Mapping[str, Any]) -> str:
     """The estimate group of a cell: kind and backend (with the FA version, an engine's parallel layout),
     e.g. ``moe/marlin``, ``engine/auto+auto/tp=2/ep``."""
     if kind == "engine":
-        tp = params.get("tensor_parallel_size") or 1
-        par = (f"/tp={tp}" if tp > 1 else "") + ("/ep" if params.get("enable_expert_parallel") else "")
-        return f"engine/{params.get('moe_backend')}+{params.get('attention_backend')}{par}"
+        tp, dp = params.get("tensor_parallel_size") or 1, params.get("data_parallel_size") or 1
+        par = (f"/tp={tp}" if tp > 1 else "") + (f"/dp={dp}" if dp > 1 else "")
+        par += "/ep" if params.get("enable_expert_parallel") else ""
+        a2a = (params.get("engine_args") or {}).get("all2all_backend") if dp > 1 else None
+        return f"engine/{params.get('moe_backend')}+{params.get('attention_backend')}{par}" + (
+            f"/{a2a}" if a2a else ""
+        )
     fa = f"/fa{params['fa_version']}" if params.get("fa_version") else ""
     backend = params.get("backend")
     return f"{kind}/{backend}{fa}" if backend else str(kind)
@@ -62,7 +68,8 @@ def _kind_default(spec: CellSpec) -> float:
     kind = spec.kind.value
     if kind == "attention" and not spec.target.endswith("attention_layer:run"):
         return KIND_DEFAULT_S["attention/engine"]
-    if kind == "engine" and (spec.params.get("tensor_parallel_size") or 1) > 1:
+    gpus = (spec.params.get("tensor_parallel_size") or 1) * (spec.params.get("data_parallel_size") or 1)
+    if kind == "engine" and gpus > 1:
         return KIND_DEFAULT_S["engine/tp"]
     return KIND_DEFAULT_S.get(kind, KIND_DEFAULT_S["moe"])
 
@@ -120,12 +127,16 @@ def timed_rows(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def _measured(row: dict[str, Any]) -> bool:
+    """A row whose wall time says how long the cell takes: it ran, or it decided itself that it could
+    not run here (a ``not_run`` naming a package the image lacks); not a row the budget or a compile
+    stop cut short, nor one copied from an earlier run."""
     details = row.get("details") if isinstance(row.get("details"), dict) else {}
-    return (
-        isinstance(row.get("wall_s"), (int, float))
-        and row.get("outcome") not in (None, "not_run")
-        and not (details or {}).get("reused_from")
-    )
+    wall, outcome, cause = row.get("wall_s"), row.get("outcome"), str(row.get("root_cause") or "")
+    if not isinstance(wall, (int, float)) or outcome is None or (details or {}).get("reused_from"):
+        return False
+    if outcome == "not_run":
+        return wall > 0 and "budget" not in cause
+    return True
 
 
 def load_estimates(paths: Iterable[str | Path]) -> Estimates:

@@ -169,10 +169,11 @@ DEADLINE_FACTOR, DEADLINE_MIN_S = 4.0, 300.0
 
 
 def multi_gpu_deadline(spec: CellSpec, seconds: float, basis: str) -> CellSpec:
-    """A tensor-parallel engine cell's limit from measured history (4x its estimate, at least 5 min, never
-    above its own): a rank that hangs stops the cell, and every rank with it, in minutes, not at 15."""
-    tp = spec.params.get("tensor_parallel_size") or 1
-    if spec.kind.value != "engine" or tp <= 1 or basis == "default":
+    """A tensor- or data-parallel engine cell's limit from measured history (4x its estimate, at least
+    5 min, never above its own): a rank that hangs stops the cell, and every rank with it, in minutes,
+    not at 15."""
+    gpus = (spec.params.get("tensor_parallel_size") or 1) * (spec.params.get("data_parallel_size") or 1)
+    if spec.kind.value != "engine" or gpus <= 1 or basis == "default":
         return spec
     limit = min(spec.timeout_s, max(DEADLINE_MIN_S, DEADLINE_FACTOR * seconds))
     return spec if limit >= spec.timeout_s else spec.model_copy(update={"timeout_s": round(limit, 1)})

@@ -89,3 +89,23 @@ def test_a_multi_gpu_engine_gets_its_deadline_from_history():
     assert multi_gpu_deadline(tp2, 120.0, "default").timeout_s == 900.0  # no history: its own limit
     one = cell("f", "engine", moe_backend="auto", attention_backend="auto")
     assert multi_gpu_deadline(one, 10.0, "history") is one
+    dp2 = cell("g", "engine", moe_backend="auto", attention_backend="auto", data_parallel_size=2)
+    assert multi_gpu_deadline(dp2.model_copy(update={"timeout_s": 900.0}), 90.0, "history").timeout_s == 360.0
+
+
+def test_dp_cells_group_by_all2all_and_a_cell_that_declined_is_timed():
+    from probe.run.estimates import _measured, group_of
+
+    dp = {
+        "moe_backend": "auto",
+        "attention_backend": "auto",
+        "data_parallel_size": 2,
+        "enable_expert_parallel": True,
+        "engine_args": {"all2all_backend": "deepep_low_latency"},
+    }
+    assert group_of("engine", dp) == "engine/auto+auto/dp=2/ep/deepep_low_latency"
+    declined = {"outcome": "not_run", "wall_s": 0.6, "root_cause": "all2all backend x needs deep_ep (…)"}
+    assert _measured(declined)
+    assert not _measured({**declined, "root_cause": "run budget: needs ~75 s, 60 s left: not started"})
+    assert not _measured({**declined, "root_cause": "compile budget exceeded after 207 s"})
+    assert not _measured({**declined, "wall_s": 0.0})
