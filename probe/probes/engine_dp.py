@@ -164,21 +164,28 @@ def collect(procs: list[Any], box: Any, ctx: ProbeContext) -> dict[int, dict[str
         if all(p.exitcode is not None for p in procs):
             _drain(box, reports, 1.0)
             break
-    stop_ranks(procs, EXIT_GRACE_S if failed_at is None else 5.0)
+    for rank in stop_ranks(procs, EXIT_GRACE_S if failed_at is None else 5.0):
+        reports.setdefault(rank, {"rank": rank, "status": "stopped"})
+        if reports[rank].get("status") == "started":
+            reports[rank] = {**reports[rank], "status": "stopped"}
     return reports
 
 
-def stop_ranks(procs: list[Any], grace_s: float) -> None:
+def stop_ranks(procs: list[Any], grace_s: float) -> list[int]:
+    """Join the ranks for ``grace_s``, then terminate (and kill) what still runs; the ranks stopped."""
     deadline = time.monotonic() + grace_s
     for proc in procs:
         proc.join(max(0.0, deadline - time.monotonic()))
-    for proc in procs:
+    stopped = []
+    for rank, proc in enumerate(procs):
         if proc.exitcode is None:
+            stopped.append(rank)
             proc.terminate()
             proc.join(10)
         if proc.exitcode is None:
             proc.kill()
             proc.join(5)
+    return stopped
 
 
 def run_ranks(
@@ -226,6 +233,25 @@ def _rank_summary(rank: int, rep: dict[str, Any] | None, exitcode: int | None) -
     }
 
 
+def _blamed_rank(reports: dict[int, dict[str, Any]], n: int) -> int | None:
+    """The rank whose failure is the cell's: the first that raised, else the first that died without a
+    result, else the first stopped after the others ended; None when every rank gave a result."""
+    status = [(reports.get(r) or {}).get("status") for r in range(n)]
+    for wanted in (("error",), (None, "started"), ("stopped",)):
+        hit = next((r for r in range(n) if status[r] in wanted), None)
+        if hit is not None:
+            return hit
+    return None
+
+
+def _exit_words(code: int | None, status: str | None) -> str:
+    if status == "stopped":
+        return "still running after another rank had failed (stopped: waiting in a collective)"
+    if code is None:
+        return "still running"
+    return f"exit code {code}" if code >= 0 else f"signal {-code}"
+
+
 def rank_outcome(
     p: EngineParams, reports: dict[int, dict[str, Any]], exitcodes: list[int | None], details: dict[str, Any]
 ) -> dict[str, Any]:
@@ -234,19 +260,13 @@ def rank_outcome(
     name vLLM replaced is ``skipped``; else ``ok`` with the engine and timings of rank 0. A failed or
     silent rank raises :class:`StackFailure` (with ``details``): the classifier reads its cause from the
     cell log, where the rank's traceback went."""
-    for rank, code in enumerate(exitcodes):
-        rep = reports.get(rank) or {}
+    blamed = _blamed_rank(reports, len(exitcodes))
+    if blamed is not None:
+        rep, n = reports.get(blamed) or {}, len(exitcodes)
         if rep.get("status") == "error":
-            raise StackFailure(
-                f"data-parallel rank {rank} of {len(exitcodes)} failed: {rep['error']}", details
-            )
-        if rep.get("status") not in ("ok", "wrong_output"):
-            why = f"exit code {code}" if code is not None and code >= 0 else f"signal {-(code or 0)}"
-            if code is None:
-                why = "still running when the other ranks had ended (a hang in a collective)"
-            raise StackFailure(
-                f"data-parallel rank {rank} of {len(exitcodes)} gave no result: {why}", details
-            )
+            raise StackFailure(f"data-parallel rank {blamed} of {n} failed: {rep['error']}", details)
+        why = _exit_words(exitcodes[blamed], rep.get("status"))
+        raise StackFailure(f"data-parallel rank {blamed} of {n} gave no result: {why}", details)
     wrong = [(r, rep) for r, rep in sorted(reports.items()) if rep["status"] == "wrong_output"]
     first = reports[0]
     details["engine"] = first.get("engine")

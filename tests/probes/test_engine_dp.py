@@ -139,6 +139,17 @@ def test_a_failed_rank_stops_a_hung_one(monkeypatch) -> None:
         engine_dp.rank_outcome(_params("allgather_reducescatter"), reports, [p.exitcode for p in procs], {})
 
 
+def test_the_rank_that_failed_is_blamed_not_the_one_stopped_for_it(monkeypatch) -> None:
+    reports, procs = _supervise(monkeypatch, ["hang", "error"])
+    assert all(p.exitcode is not None for p in procs)
+    assert reports[0]["status"] == "stopped" and reports[1]["status"] == "error"
+    with pytest.raises(StackFailure, match="rank 1 of 2 failed: RuntimeError: NCCL error"):
+        engine_dp.rank_outcome(_params("allgather_reducescatter"), reports, [p.exitcode for p in procs], {})
+    only_stopped = {0: {"status": "stopped"}, 1: {"status": "ok"}}
+    with pytest.raises(StackFailure, match="rank 0 of 2 gave no result: still running after another rank"):
+        engine_dp.rank_outcome(_params("allgather_reducescatter"), only_stopped, [-15, 0], {})
+
+
 def test_a_rank_killed_by_a_signal_is_the_cells_failure(monkeypatch) -> None:
     reports, procs = _supervise(monkeypatch, ["ok", "die"])
     assert all(p.exitcode is not None for p in procs)
