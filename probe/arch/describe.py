@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable
 from typing import cast
 
 from probe.arch import elf, fatbin
-from probe.arch.inputs import file_kind
 from probe.arch.limits import MAX_HELD, size_text
 from probe.arch.records import Entry, FileRecord, KernelInfo, Section, Suffix
+from probe.userfile import describe_mode
 
 MAX_PTX_FILE = MAX_HELD  # a PTX file is read whole
 #: bytes read at once at the start of every file
@@ -70,7 +70,7 @@ def scan_file(
             rec.error = CHANGED
             return rec
         if not stat.S_ISREG(st.st_mode):
-            what = file_kind(st.st_mode)
+            what = describe_mode(st.st_mode)
             rec.error = "is a directory" if what == "a folder" else f"{what}, not a regular file: not read"
             return rec
         rec.size = st.st_size

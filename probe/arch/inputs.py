@@ -13,18 +13,10 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 
-__all__ = ["NotRegularFile", "file_kind", "looks_like_image", "open_regular"]
+from probe.userfile import describe_mode
 
-#: what a special file is, for the error records of files that are never read
-_SPECIAL = (
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISDIR, "a folder"),
-)
+__all__ = ["NotRegularFile", "looks_like_image", "open_regular"]
 
 
 class NotRegularFile(OSError):
@@ -36,13 +28,6 @@ class NotRegularFile(OSError):
         self.what = what
 
 
-def file_kind(mode: int) -> str | None:
-    """None for a regular file, else what it is ("a FIFO", "a socket", ...)."""
-    if stat.S_ISREG(mode):
-        return None
-    return next((what for test, what in _SPECIAL if test(mode)), "a special file")
-
-
 def open_regular(path: str) -> int:
     """A read-only descriptor of ``path`` when it is a regular file; :class:`NotRegularFile` else.
 
@@ -51,7 +36,7 @@ def open_regular(path: str) -> int:
     from a special file."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        what = file_kind(os.fstat(fd).st_mode)
+        what = describe_mode(os.fstat(fd).st_mode)
     except OSError:
         os.close(fd)
         raise

@@ -34,8 +34,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from probe.arch.describe import os_error
-from probe.arch.inputs import file_kind
 from probe.arch.roots import DEVICE_FILE_RE, PackageResolver
+from probe.userfile import describe_mode
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ class _Walk:
             return
         self.seen_files.add(key)
         self.count += 1
-        what = file_kind(fst.st_mode)
+        what = describe_mode(fst.st_mode)
         if what is not None:
             yield Candidate(path, self.pkg(path, root), f"{what}, not a regular file: not read")
             return
@@ -215,7 +215,7 @@ def iter_candidates(paths: Sequence[str], *, labels: dict[str, str] | None = Non
             key = (st.st_dev, st.st_ino)
             if key not in w.seen_files:
                 w.seen_files.add(key)
-                what = file_kind(st.st_mode)
+                what = describe_mode(st.st_mode)
                 err = f"{what}, not a regular file: not read" if what else None
                 yield Candidate(root, w.pkg(root, root), err, size=st.st_size, ident=key)
             continue

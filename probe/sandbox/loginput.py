@@ -24,6 +24,7 @@ from typing import IO, cast
 
 from probe.errors import BadInputError
 from probe.sandbox.logtext import looks_binary
+from probe.userfile import describe_mode
 
 HEAD_BYTES = 256 << 10  # the first 256 KiB
 TAIL_BYTES = 1 << 20  # the last 1 MiB
@@ -125,18 +126,9 @@ def _regular_size(stream: IO[bytes]) -> int | None:
     return st.st_size - stream.tell() if stream.seekable() else None
 
 
-_KINDS = {
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFDIR: "a folder",
-}
-
-
 def _refuse_special(path: str, mode: int) -> None:
-    if not stat.S_ISREG(mode):
-        kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    kind = describe_mode(mode)
+    if kind is not None:
         raise BadInputError(
             f"{path} is {kind}: probe classify reads regular files and stdin only",
             hint="save the log to a file, or pipe it: ... | probe classify -",

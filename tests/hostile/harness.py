@@ -22,6 +22,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 _LAUNCHER = """
@@ -114,3 +115,14 @@ def run_probe(
             maxrss / 1024,
             killed.is_set(),
         )
+
+
+def scan_json(*args: str, timeout: float = 120.0) -> tuple[Run, dict[str, Any] | None]:
+    """``probe scan --no-cache --json ARGS``: the run and its report (None when it printed none)."""
+    r = run_probe("scan", "--no-cache", "--json", *args, timeout=timeout)
+    return r, (json.loads(r.out) if r.out.strip().startswith("{") else None)
+
+
+def file_errors(report: dict[str, Any]) -> dict[str, str]:
+    """A scan report's file errors by the last part of each path (inside an image / wheel: the member)."""
+    return {f["path"].split("!")[-1]: f["error"] for f in report["files"] if f["error"]}

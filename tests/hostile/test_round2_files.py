@@ -74,24 +74,17 @@ def test_outputs_onto_a_fifo_or_a_device_are_refused(tmp_path):
             assert target.stat().st_mode == mode, f"{args} replaced {target}"
 
 
+def _report_add(log: Path, out: Path, *source: str) -> list[str]:
+    """``probe report add LOG`` for a marlin failure on sm_90 into ``out`` (``source``: citation or URL)."""
+    cited = source or ("--citation", "CI")
+    return ["report", "add", str(log), "--gpu", "sm_90", "--backend", "marlin", *cited, "-o", str(out)]
+
+
 def test_report_add_into_a_missing_folder_is_a_usage_error(tmp_path):
     log = tmp_path / "engine.log"
     log.write_text("RuntimeError: CUDA error: out of memory\n")
     out = tmp_path / "no" / "such" / "reports.json"
-    r = run_probe(
-        "report",
-        "add",
-        str(log),
-        "--gpu",
-        "sm_90",
-        "--backend",
-        "marlin",
-        "--citation",
-        "CI",
-        "-o",
-        str(out),
-        timeout=60,
-    )
+    r = run_probe(*_report_add(log, out), timeout=60)
     r.check(2, seconds=60)
     assert "does not exist" in r.err and not (tmp_path / "no").exists()
 
@@ -102,19 +95,7 @@ def test_report_add_into_a_missing_folder_is_a_usage_error(tmp_path):
 def _read_args(what: str, path: Path, tmp: Path) -> list[str]:
     dry = ["run", "--models", "122b", "--budget", "15m", "--dry-run"]
     return {
-        "report-log": [
-            "report",
-            "add",
-            str(path),
-            "--gpu",
-            "sm_90",
-            "--backend",
-            "marlin",
-            "--citation",
-            "CI",
-            "-o",
-            str(tmp / "r.json"),
-        ],
+        "report-log": _report_add(path, tmp / "r.json"),
         "estimates": [*dry, "--estimates", str(path)],
         "plan-file": [*dry, "--plan-file", str(path)],
         "reuse": [*dry, "--reuse", str(path)],
@@ -257,20 +238,7 @@ def test_classified_root_cause_and_report_url_reach_the_terminal_escaped(tmp_pat
     r.check(0, seconds=60)
     _no_controls(r.out + r.err)
     out = tmp_path / "r.json"
-    r = run_probe(
-        "report",
-        "add",
-        str(log),
-        "--gpu",
-        "sm_90",
-        "--backend",
-        "marlin",
-        "--url",
-        f"https://example.com/{EVIL}",
-        "-o",
-        str(out),
-        timeout=60,
-    )
+    r = run_probe(*_report_add(log, out, "--url", f"https://example.com/{EVIL}"), timeout=60)
     _no_controls(r.out + r.err)
     if r.rc == 0:
         r = run_probe("reports", "--reports", str(out), "--gpu", "sm_90", timeout=60)
@@ -290,20 +258,7 @@ def test_the_sanitiser_keeps_json_the_same_document():
 def test_gz_report_log_read_through_the_bounded_reader(tmp_path):
     log = tmp_path / "engine.log.gz"
     log.write_bytes(gzip.compress(b"RuntimeError: CUDA error: out of memory\n"))
-    r = run_probe(
-        "report",
-        "add",
-        str(log),
-        "--gpu",
-        "sm_90",
-        "--backend",
-        "marlin",
-        "--citation",
-        "CI",
-        "-o",
-        str(tmp_path / "r.json"),
-        timeout=60,
-    )
+    r = run_probe(*_report_add(log, tmp_path / "r.json"), timeout=60)
     r.check(0, seconds=60)
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.arch.image_build import LayerBlob, _sha256_file, write_oci_layout
-from tests.hostile.harness import run_probe
+from tests.hostile.harness import file_errors, run_probe, scan_json
 from tests.hostile.inputs import EM_CUDA, PREBUILT, elf_head, gzip_bomb_layer, layer, oci_with_layer_blob
 from tests.hostile.inputs2 import (
     cubin_with_endless_symbols,
@@ -38,15 +38,6 @@ from tests.hostile.inputs2 import (
 )
 
 
-def _scan(*args: str, timeout: float = 120.0):  # type: ignore[no-untyped-def]
-    r = run_probe("scan", "--no-cache", "--json", *args, timeout=timeout)
-    return r, (json.loads(r.out) if r.out.strip().startswith("{") else None)
-
-
-def _errors(report: dict) -> dict[str, str]:
-    return {f["path"].split("!")[-1]: f["error"] for f in report["files"] if f["error"]}
-
-
 def _gz_blob(path: Path) -> LayerBlob:
     d = _sha256_file(path)
     return LayerBlob(path, d, d, path.stat().st_size, "application/vnd.oci.image.layer.v1.tar+gzip")
@@ -61,9 +52,9 @@ def test_member_lying_about_its_size(tmp_path, method):
     """A bzip2 / LZMA cubin that declares 1 MiB and inflates to 2.5 GiB (before: zipfile inflated a
     compressed piece whole: past the 4 GiB cap). Read up to the size it declares, then refused."""
     whl = lying_wheel(tmp_path / "lie-1.0-py3-none-any.whl", "lie/k.cubin", method, 5 << 29, 1 << 20)
-    r, rep = _scan(str(whl), timeout=120)
+    r, rep = scan_json(str(whl), timeout=120)
     r.check(5, seconds=120)
-    assert "inflates past the 1,048,576 bytes it declares" in _errors(rep)["lie/k.cubin"]
+    assert "inflates past the 1,048,576 bytes it declares" in file_errors(rep)["lie/k.cubin"]
 
 
 @pytest.mark.slow
@@ -71,7 +62,7 @@ def test_central_directory_holding_more_than_the_end_record_says(tmp_path):
     """The end record says 2 members, the central directory holds 600,000 (before: zipfile parsed them
     all: 293 MB here, and more with more): counted entry by entry first, then refused."""
     whl = zip_with_hidden_members(tmp_path / "x-1.0-py3-none-any.whl", 600_000)
-    r, rep = _scan(str(whl), timeout=60)
+    r, rep = scan_json(str(whl), timeout=60)
     r.check(5, seconds=60)
     assert "a zip of 500,001 members (more than 500,000)" in rep["files"][0]["error"]
 
@@ -99,9 +90,9 @@ def test_layer_of_a_million_members(tmp_path):
     past 512 MB for the issue's millions)."""
     blob = gzip_layer(tmp_path / "many.tar.gz", many_members(1_200_000))
     img = oci_with_layer_blob(tmp_path / "oci", blob)
-    r, rep = _scan(str(img), timeout=120)
+    r, rep = scan_json(str(img), timeout=120)
     r.check(5, seconds=120)
-    assert any("more than 500,000 members in one layer" in e for e in _errors(rep).values())
+    assert any("more than 500,000 members in one layer" in e for e in file_errors(rep).values())
 
 
 @pytest.mark.slow
@@ -109,9 +100,11 @@ def test_pax_headers_piling_up_before_one_member(tmp_path):
     """Thousands of pax headers of distinct keys (900 KB each) before one member: they were all kept."""
     blob = gzip_layer(tmp_path / "pax.tar.gz", piled_pax(3000, 900_000))
     img = oci_with_layer_blob(tmp_path / "oci", blob)
-    r, rep = _scan(str(img), timeout=60)
+    r, rep = scan_json(str(img), timeout=60)
     r.check(5, seconds=60)
-    assert any("extension headers of more than 1 MiB before one member" in e for e in _errors(rep).values())
+    assert any(
+        "extension headers of more than 1 MiB before one member" in e for e in file_errors(rep).values()
+    )
 
 
 @pytest.mark.slow
@@ -120,7 +113,7 @@ def test_kernels_of_a_large_cubin_in_a_layer_held_once(tmp_path):
     cubin = (PREBUILT / "sm_90a.cubin").read_bytes()
     blob = gzip_bomb_layer(tmp_path / "big.tar.gz", "usr/lib/big.cubin", 200 << 20, cubin)
     img = oci_with_layer_blob(tmp_path / "oci", blob)
-    r, rep = _scan("--kernels", str(img), timeout=120)
+    r, rep = scan_json("--kernels", str(img), timeout=120)
     r.check(0, seconds=120)
     (rec,) = [f for f in rep["files"] if f["path"].endswith("big.cubin")]
     assert rec["entries"][0]["arch"] == "sm_90a" and rec["kernels"]
@@ -142,9 +135,9 @@ def test_long_pax_path_and_link_target(tmp_path):
     pieces[-1] = data + bytes(-len(data) % 512)
     blob = gzip_layer(tmp_path / "deep.tar.gz", pieces)
     img = oci_with_layer_blob(tmp_path / "oci", blob)
-    r, rep = _scan(str(img), timeout=60)
+    r, rep = scan_json(str(img), timeout=60)
     r.check(5, seconds=60)
-    errs = _errors(rep)
+    errs = file_errors(rep)
     assert any("longer than 4096 bytes" in e for e in errs.values()), errs
     assert errs.get("/usr/lib/link.so", "").startswith("link target longer than 4096 bytes")
     assert any(f["path"].endswith("ok.cubin") and not f["error"] for f in rep["files"])
@@ -157,7 +150,7 @@ def test_one_layer_listed_hundreds_of_times(tmp_path):
         tmp_path, "l", [("usr/lib/a.cubin", PREBUILT / "sm_90a.cubin"), ("pad", os.urandom(40 << 20))]
     )
     img = write_oci_layout(tmp_path / "oci", {"linux/amd64": [lay] * 500})
-    r, rep = _scan(str(img), timeout=60)
+    r, rep = scan_json(str(img), timeout=60)
     r.check(0, seconds=60)
     assert [f["path"].split("!")[-1] for f in rep["files"]] == ["/usr/lib/a.cubin"]
 
@@ -173,9 +166,9 @@ def test_a_hundred_layers_each_inflating_to_a_gigabyte(tmp_path):
         p.write_bytes(data[:4] + i.to_bytes(4, "little") + data[8:])
         blobs.append(_gz_blob(p))
     img = write_oci_layout(tmp_path / "oci", {"linux/amd64": blobs}, move=True)
-    r, rep = _scan(str(img), timeout=120)
+    r, rep = scan_json(str(img), timeout=120)
     r.check(5, seconds=120)
-    assert any("layers expand more than 100x together" in e for e in _errors(rep).values())
+    assert any("layers expand more than 100x together" in e for e in file_errors(rep).values())
 
 
 @pytest.mark.slow
@@ -201,7 +194,7 @@ def test_index_fanning_out_to_one_large_manifest(tmp_path, distinct):
         for i in range(4000)
     ]
     (img / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": descs}))
-    r, rep = _scan("--platform", "linux/amd64", str(img), timeout=60)
+    r, rep = scan_json("--platform", "linux/amd64", str(img), timeout=60)
     if distinct:
         r.check(5, seconds=60)
         assert "more than 64 MiB of image metadata" in rep["files"][0]["error"]
@@ -218,7 +211,7 @@ def test_elf_and_cubin_name_tables_without_their_nul(tmp_path):
     name read to the table's end: 27 s here, growing with the table times the names)."""
     (tmp_path / "n.so").write_bytes(elf_with_endless_names(200_000, 8 << 20))
     (tmp_path / "k.cubin").write_bytes(cubin_with_endless_symbols(100_000, 4 << 20))
-    r, rep = _scan("--kernels", str(tmp_path), timeout=60)
+    r, rep = scan_json("--kernels", str(tmp_path), timeout=60)
     r.check(0, seconds=60)
     assert {Path(f["path"]).name for f in rep["files"]} == {"n.so", "k.cubin"}
 
@@ -229,7 +222,7 @@ def test_overlapping_sections_and_header_only_entries(tmp_path):
     a fatbin of a million header-only entries: each read once, within the entry limit."""
     (tmp_path / "o.so").write_bytes(elf_with_overlapping_fatbins(2000, 2000))
     (tmp_path / "m.fatbin").write_bytes(fatbin_container(header_only_entry() for _ in range(1_000_000)))
-    r, rep = _scan(str(tmp_path), timeout=60)
+    r, rep = scan_json(str(tmp_path), timeout=60)
     r.check(5, seconds=60)
     by = {Path(f["path"]).name: f for f in rep["files"]}
     assert len(by["o.so"]["entries"]) == 2000 and "overlap another" in by["o.so"]["error"]
@@ -239,7 +232,7 @@ def test_overlapping_sections_and_header_only_entries(tmp_path):
 @pytest.mark.slow
 def test_kernels_of_ptx_with_millions_of_entries(tmp_path):
     (tmp_path / "k.ptx").write_bytes(ptx_with_entries(3_000_000))
-    r, rep = _scan("--kernels", str(tmp_path / "k.ptx"), timeout=60)
+    r, rep = scan_json("--kernels", str(tmp_path / "k.ptx"), timeout=60)
     r.check(0, seconds=60)
     assert "more than 65,536 kernel entry points" in rep["files"][0]["entries"][0]["kernels_error"]
 

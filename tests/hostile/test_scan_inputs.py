@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.arch.image_build import write_oci_layout
-from tests.hostile.harness import run_probe
+from tests.hostile.harness import file_errors, scan_json
 from tests.hostile.inputs import (
     EM_CUDA,
     EM_X86_64,
@@ -30,15 +30,6 @@ from tests.hostile.inputs import (
 )
 
 
-def _scan(*args: str, timeout: float = 120.0):  # type: ignore[no-untyped-def]
-    r = run_probe("scan", "--no-cache", "--json", *args, timeout=timeout)
-    return r, (json.loads(r.out) if r.out.strip().startswith("{") else None)
-
-
-def _errors(report: dict) -> dict[str, str]:
-    return {f["path"].split("!")[-1]: f["error"] for f in report["files"] if f["error"]}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("size_gib", [1.9, 6])
 def test_gzip_bomb_layer_holding_a_huge_cubin(tmp_path, size_gib):
@@ -49,9 +40,9 @@ def test_gzip_bomb_layer_holding_a_huge_cubin(tmp_path, size_gib):
         tmp_path / "bomb.tar.gz", "usr/lib/big.cubin", int(size_gib * (1 << 30)), elf_head(EM_CUDA)
     )
     img = oci_with_layer_blob(tmp_path / "oci", blob)
-    r, rep = _scan(str(img), timeout=60)
+    r, rep = scan_json(str(img), timeout=60)
     r.check(5, seconds=60)
-    errs = _errors(rep)
+    errs = file_errors(rep)
     assert "more than the 256 MiB held in memory" in errs["/usr/lib/big.cubin"]
     assert any("decompression bomb" in e for e in errs.values())
 
@@ -67,9 +58,9 @@ def test_wheel_zip_bomb_member(tmp_path, member, size, machine):
     whl = wheel_with_member(
         tmp_path / "bomb-1.0-cp312-cp312-linux_x86_64.whl", member, size, elf_head(machine)
     )
-    r, rep = _scan(str(whl), timeout=30)
+    r, rep = scan_json(str(whl), timeout=30)
     r.check(5, seconds=30)
-    assert "decompression bomb" in next(iter(_errors(rep).values()))
+    assert "decompression bomb" in next(iter(file_errors(rep).values()))
 
 
 @pytest.mark.slow
@@ -84,7 +75,7 @@ def test_one_bomb_member_among_good_ones(tmp_path):
     with zipfile.ZipFile(whl, "a") as z:
         z.write(PREBUILT / "multi.so", "mix/multi.so")
         z.writestr(zipfile.ZipInfo("mix/noise.bin"), os.urandom(4 << 20))  # not device code: ratio 1
-    r, rep = _scan(str(whl), timeout=30)
+    r, rep = scan_json(str(whl), timeout=30)
     r.check(5, seconds=30)
     by = {f["path"].split("!")[-1]: f for f in rep["files"]}
     assert "decompression bomb" in by["mix/big.cubin"]["error"]
@@ -112,16 +103,16 @@ def test_fifo_as_a_file_an_image_and_an_oci_blob(tmp_path):
         (img, "is a FIFO, not a regular file: not read"),
         (walked, "a FIFO, not a regular file"),
     ):
-        r, rep = _scan(str(target), timeout=30)
+        r, rep = scan_json(str(target), timeout=30)
         r.check(5, seconds=30)
-        assert any(needle in e for e in _errors(rep).values()), (target, _errors(rep))
+        assert any(needle in e for e in file_errors(rep).values()), (target, file_errors(rep))
 
 
 @pytest.mark.slow
 def test_devices_are_not_read(tmp_path):
     """/dev/zero named as an input (endless bytes) and as a link in a walked folder."""
     (tmp_path / "zero.so").symlink_to("/dev/zero")
-    r, rep = _scan("/dev/zero", timeout=30)
+    r, rep = scan_json("/dev/zero", timeout=30)
     r.check(5, seconds=30)
     assert "a character device, not a regular file" in rep["files"][0]["error"]
 
@@ -130,7 +121,7 @@ def test_devices_are_not_read(tmp_path):
 def test_scan_proc_stays_inside_proc():
     """``probe scan /proc``: /proc/*/cwd and /proc/*/root lead to / and are not followed (before:
     90 s, 2.6 GB, 48,563 files from all of /). Ceiling: 512 MB, 60 s."""
-    r, rep = _scan("/proc", timeout=60)
+    r, rep = scan_json("/proc", timeout=60)
     r.check((0, 5), seconds=60)
     assert all(f["path"].startswith("/proc/") for f in rep["files"])
     assert rep["summary"]["files"] < 1000
@@ -178,7 +169,7 @@ def test_nested_index_fan_out_answers_at_once(tmp_path):
     """index.json lists one index 60 times, which lists the next 60 times, 8 levels down (60^8
     walks as a tree; before: a hang): each index is read once. Ceiling: 512 MB, 20 s."""
     img = fanout_index_layout(tmp_path / "fan", fanout=60, depth=8)
-    r, _rep = _scan(str(img), timeout=20)
+    r, _rep = scan_json(str(img), timeout=20)
     r.check(0, seconds=20)
 
 
@@ -205,7 +196,7 @@ def test_metadata_nested_thousands_deep(tmp_path, where):
         index = json.loads((img / "index.json").read_text())
         name = index["manifests"][0]["digest"].split(":")[1]
         (img / "blobs" / "sha256" / name).write_text('{"layers": ' + deep + "}")
-    r, rep = _scan(str(img), timeout=20)
+    r, rep = scan_json(str(img), timeout=20)
     r.check(5, seconds=20)
     assert "nested more than 200 levels deep" in rep["files"][0]["error"]
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from probe import safejson
 from probe.arch.image.layers import HARDLINK, REGULAR, SYMLINK, Blob, LayerError, Member, TarStream, safe_name
-from probe.arch.inputs import NotRegularFile, file_kind, open_regular
+from probe.arch.inputs import NotRegularFile, open_regular
 from probe.arch.limits import (
     MAX_ARCHIVE_MEMBERS,
     MAX_DESCRIPTORS,
@@ -34,6 +34,7 @@ from probe.arch.limits import (
     MAX_METADATA_JSON,
 )
 from probe.errors import UsageError
+from probe.userfile import describe_mode
 
 INDEX_TYPES = (
     "application/vnd.oci.image.index.v1+json",
@@ -117,7 +118,7 @@ class _Source:
                 st = os.stat(p)
             except OSError:
                 raise ImageError(f"blob {name} missing from the layout") from None
-            what = file_kind(st.st_mode)
+            what = describe_mode(st.st_mode)
             if what is not None:
                 raise ImageError(f"blob {name} is {what}, not a regular file: not read")
             return Blob(p, 0, st.st_size, digest, content_digest)
