@@ -8,7 +8,9 @@ A refactor that must keep behaviour byte-identical records the answers before an
 
 Each line of a record is one question (the argv), its exit code, stdout and stderr. Set-ups beyond the
 plain question (``--tp 2 --ep``, ``--kv-cache-dtype fp8``, ``--speculative mtp``, another vLLM) are asked for
-every model on a few GPUs. The published matrices in ``matrices/`` are the evidence, as a user's checkout has.
+every model on a few GPUs. The published matrices in ``matrices/`` are the evidence, as a user's checkout has;
+the checkout's own path is written ``<checkout>``, so a record made in a worktree of the old commit
+compares with one made here.
 ``compare`` prints each question whose answer differs and exits 1 if any does.
 """
 
@@ -57,7 +59,15 @@ def _ask(argv: list[str]) -> dict[str, object]:
     r = subprocess.run(
         [sys.executable, "-m", "probe", "recommend", *argv], cwd=ROOT, capture_output=True, text=True, env=env
     )
-    return {"argv": argv, "rc": r.returncode, "stdout": r.stdout, "stderr": r.stderr}
+    # answers name the matrices they read by path: written relative to the checkout, records of two
+    # checkouts (the old commit in a worktree, the new one here) compare answer for answer
+    root = str(ROOT)
+    return {
+        "argv": argv,
+        "rc": r.returncode,
+        "stdout": r.stdout.replace(root, "<checkout>"),
+        "stderr": r.stderr.replace(root, "<checkout>"),
+    }
 
 
 def record(path: Path, jobs: int) -> int:

@@ -28,7 +28,7 @@ from probe.cell_params import EngineParams
 from probe.cells import ProbeContext
 from probe.outcomes import StackFailure
 from probe.probes.common import not_run, result, skipped
-from probe.versions import parse_version
+from probe.versions import at_least
 
 #: seconds the other ranks get to finish once one rank has failed (then they are stopped)
 FAILED_RANK_GRACE_S = 45.0
@@ -57,10 +57,9 @@ def all2all_precheck(p: EngineParams) -> dict[str, Any] | None:
         return None  # the engine start reports the missing vLLM
     if rec.vllm.platform != "cuda":
         return skipped(f"all2all backend {name} is for {rec.vllm.platform.upper()} GPUs only")
-    have_v = parse_version(have) or (0,)
-    if rec.vllm.since and have_v < (parse_version(rec.vllm.since) or (0,)):
+    if rec.vllm.since and not at_least(have, rec.vllm.since):
         return skipped(f"vLLM {have} has no all2all backend {name} (added in {rec.vllm.since})")
-    if rec.vllm.until and have_v >= (parse_version(rec.vllm.until) or (0,)):
+    if rec.vllm.until and at_least(have, rec.vllm.until):
         return skipped(f"vLLM {have} no longer has all2all backend {name}: {rec.vllm.note or 'removed'}")
     for need in cat.imports_of("all2all", name):
         if importlib.util.find_spec(need["module"]) is None:
@@ -111,7 +110,6 @@ def rank_main(
                 "timings": timings,
                 "engine": engine,
                 "all2all_backend": getattr(parallel, "all2all_backend", None),
-                "data_parallel_size": getattr(parallel, "data_parallel_size", None),
                 "info": info,
             }
         )
