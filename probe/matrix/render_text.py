@@ -30,7 +30,14 @@ def shape_label(c: Cell) -> str:
         ]
         return " ".join(p for p in parts if p) or (c.model or "-")
     if c.kind == "engine":
-        return c.model or "-"
+        dp = c.params.get("data_parallel_size")
+        parts = [
+            c.model or "-",
+            f"tp={c.tp}" if c.tp and c.tp > 1 else "",
+            f"dp={dp}" if isinstance(dp, int) and dp > 1 else "",
+            "ep" if c.params.get("enable_expert_parallel") else "",
+        ]
+        return " ".join(p for p in parts if p)
     return "-"
 
 
